@@ -1,0 +1,1 @@
+"""Agents that act in sandgym environments (oracle, baselines, LLMs over OpenAI-compatible APIs)."""

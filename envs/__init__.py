@@ -1,0 +1,1 @@
+"""sandgym environments: sandboxes, images, tasks, the env core and the task families."""

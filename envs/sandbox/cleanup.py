@@ -1,0 +1,59 @@
+"""Remove what sandgym left on an engine, found by its label (after a crash, or on demand)."""
+
+from __future__ import annotations
+
+import logging
+
+import docker
+import docker.errors
+from pydantic import BaseModel
+
+from .engine import LABEL, translate_errors
+
+__all__ = ["CleanupReport", "cleanup"]
+
+log = logging.getLogger(__name__)
+
+
+class CleanupReport(BaseModel):
+    containers: list[str] = []
+    images: list[str] = []
+    errors: list[str] = []
+
+
+def cleanup(client: docker.DockerClient, *, run_label: str | None = None, images: bool = False) -> CleanupReport:
+    """Force-remove every container (and with ``images``, every image) labelled ``sandgym``.
+
+    ``run_label`` narrows it to one run's label value. Blocking.
+    """
+    selector = LABEL if run_label is None else f"{LABEL}={run_label}"
+    report = CleanupReport()
+    with translate_errors("listing sandgym containers"):
+        containers = client.containers.list(all=True, filters={"label": selector})
+    for container in containers:
+        try:
+            container.remove(force=True)
+            report.containers.append(container.name)
+        except docker.errors.NotFound:
+            report.containers.append(container.name)  # it went by itself meanwhile
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409:  # removal already in progress
+                report.containers.append(container.name)
+            else:
+                report.errors.append(f"container {container.name}: {exc.explanation}")
+    if images:
+        with translate_errors("listing sandgym images"):
+            found = client.images.list(filters={"label": selector})
+        # children (snapshots, derived images) before their parents
+        found.sort(key=lambda image: image.attrs.get("Created", ""), reverse=True)
+        for image in found:
+            name = image.tags[0] if image.tags else image.short_id
+            try:
+                client.images.remove(image.id, force=True)
+                report.images.append(name)
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as exc:
+                report.errors.append(f"image {name}: {exc.explanation}")
+    log.info("cleanup removed %d containers, %d images", len(report.containers), len(report.images))
+    return report

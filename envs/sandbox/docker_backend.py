@@ -1,0 +1,424 @@
+"""Docker backend: ``DockerProvider`` starts and removes sandboxes, ``DockerSandbox`` operates one.
+
+Every blocking docker-py call runs in a worker thread (anyio). Commands go
+through the in-container runner when the image has Python (a few ms each)
+and through ``docker exec`` wrapped in ``timeout -k`` otherwise.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import io
+import logging
+import os
+import socket
+import tarfile
+import tempfile
+import threading
+import time
+import uuid
+import weakref
+from pathlib import Path
+from typing import AsyncIterator, Mapping
+
+import anyio
+import anyio.to_thread
+import docker
+import docker.errors
+
+from ..errors import SandboxDied, SandboxError
+from .base import ExecResult, Sandbox, SandboxConfig, strip_ansi
+from .channel import RunnerChannel
+from .engine import LABEL, connect, translate_errors
+
+__all__ = ["DockerProvider", "DockerSandbox", "runner_source"]
+
+log = logging.getLogger(__name__)
+
+_HERE = Path(__file__).parent
+_SHELL_PROBE = "command -v bash || command -v sh"
+# Entry point of every sandbox: the runner where the image has Python, else a
+# plain sleep; both end by themselves after the lifetime (the backstop).
+# The runner's source arrives as the first line on stdin (base64), which keeps
+# it out of the container's command line (agents run `ps`).
+_LOADER = (
+    "import base64,sys;"
+    "exec(compile(base64.b64decode(sys.stdin.buffer.readline()),'sandgym-runner','exec'))"
+)
+_BOOT_RUNNER = (
+    'if command -v python3 >/dev/null 2>&1; then exec python3 -u -c "$1" "$2"; fi\n'
+    'echo SANDGYM-NOPYTHON; exec sleep "$2"'
+)
+_BOOT_SLEEP = 'echo SANDGYM-NOPYTHON; exec sleep "$2"'
+_HOST_SLACK = 30.0  # extra seconds the host waits past a command's own timeout
+
+
+def runner_source() -> str:
+    """The runner program as sent into containers: the capture helper, then the runner."""
+    return (_HERE / "_capture.py").read_text() + "\n" + (_HERE / "_runner.py").read_text()
+
+
+_RUNNER_LINE = base64.b64encode(runner_source().encode()) + b"\n"
+
+
+def _decode(data: bytes) -> str:
+    return strip_ansi(data.decode("utf-8", errors="replace"))
+
+
+class DockerProvider:
+    """Starts sandboxes on one Docker engine (``$DOCKER_HOST`` by default) and cleans up after them."""
+
+    def __init__(self, base_url: str | None = None, *, run_label: str = "default") -> None:
+        self.base_url = base_url
+        self.run_label = run_label
+        self._client: docker.DockerClient | None = None
+        self._client_lock = threading.Lock()
+
+    def client(self) -> docker.DockerClient:
+        """The docker-py client (blocking; connects on first use)."""
+        with self._client_lock:
+            if self._client is None:
+                self._client = connect(self.base_url)
+            return self._client
+
+    async def start(self, image: str, config: SandboxConfig | None = None, *, name: str | None = None) -> DockerSandbox:
+        config = config or SandboxConfig()
+        sandbox = DockerSandbox(self, image, config, name or f"sandgym-{uuid.uuid4().hex[:12]}")
+        await anyio.to_thread.run_sync(sandbox._start)
+        return sandbox
+
+    @contextlib.asynccontextmanager
+    async def sandbox(self, image: str, config: SandboxConfig | None = None) -> AsyncIterator[DockerSandbox]:
+        """``async with provider.sandbox(image) as sb:`` - removed on exit, whatever happened."""
+        sb = await self.start(image, config)
+        try:
+            yield sb
+        finally:
+            with anyio.CancelScope(shield=True):
+                await sb.close()
+
+    def labels(self, config: SandboxConfig) -> dict[str, str]:
+        return {
+            LABEL: self.run_label,
+            "sandgym.owner": f"{socket.gethostname()}:{os.getpid()}",
+            **config.labels,
+        }
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+class DockerSandbox(Sandbox):
+    def __init__(self, provider: DockerProvider, image: str, config: SandboxConfig, name: str) -> None:
+        self.provider = provider
+        self.image = image
+        self.config = config
+        self.name = name
+        self.container: docker.models.containers.Container | None = None
+        self.channel: RunnerChannel | None = None
+        self.runner_info: dict | None = None
+        self._shell = "/bin/sh"
+        self._oom_kills: int | None = None
+        self._closed = False
+
+    # --- lifecycle -------------------------------------------------------------
+
+    @property
+    def mode(self) -> str:
+        """``runner`` (in-container exec server) or ``docker-exec`` (the fallback)."""
+        return "runner" if self.runner_info else "docker-exec"
+
+    def _start(self) -> None:
+        client = self.provider.client()
+        cfg = self.config
+        boot = _BOOT_RUNNER if cfg.exec_server else _BOOT_SLEEP
+        with translate_errors(f"starting a sandbox from {self.image}", image=self.image):
+            self.container = client.containers.create(
+                self.image,
+                entrypoint=["/bin/sh", "-c", boot, "sandgym-boot", _LOADER, str(int(cfg.lifetime))],
+                command=[],
+                name=self.name,
+                labels=self.provider.labels(cfg),
+                stdin_open=True,
+                init=True,
+                auto_remove=True,
+                network_mode="bridge" if cfg.network else "none",
+                cap_drop=["ALL"],
+                cap_add=list(cfg.capabilities),
+                security_opt=["no-new-privileges"],
+                pids_limit=cfg.pids_limit,
+                mem_limit=cfg.memory,
+                memswap_limit=cfg.memory,
+                nano_cpus=int(cfg.cpus * 1e9),
+                environment=cfg.env,
+                working_dir=cfg.workdir,
+                hostname=cfg.hostname,
+            )
+        _live_sandboxes.add(self)
+        try:
+            with translate_errors(f"starting sandbox {self.name}", image=self.image):
+                attached = client.api.attach_socket(
+                    self.container.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+                )
+                self.channel = RunnerChannel(attached, self.name)
+                self.channel.send_raw(_RUNNER_LINE)
+                self.container.start()
+            self.runner_info = self.channel.wait_hello(timeout=60)
+            if self.runner_info is None:
+                self.channel.close()
+                self.channel = None
+                self._shell = self._exec_run([_SHELL_PROBE]).output.strip() or "/bin/sh"
+                self._oom_kills = self._read_oom_kills()
+        except BaseException:
+            self._remove()
+            raise
+        log.debug("sandbox %s started from %s (%s)", self.name, self.image, self.mode)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await anyio.to_thread.run_sync(self._remove)
+
+    def _remove(self) -> None:
+        self._closed = True
+        _live_sandboxes.discard(self)
+        if self.channel is not None:
+            self.channel.close()
+        if self.container is None:
+            return
+        try:
+            self.container.remove(force=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # 409: auto-removal already under way
+                log.warning("could not remove sandbox %s: %s", self.name, exc)
+        except Exception as exc:  # engine gone: `sandgym cleanup` and the lifetime handle it
+            log.warning("could not remove sandbox %s: %s", self.name, exc)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxError(f"sandbox {self.name} is closed")
+
+    # --- commands ----------------------------------------------------------------
+
+    async def exec(
+        self,
+        cmd: str,
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        user: str | None = None,
+        stdin: bytes | str | None = None,
+        output_limit: int | None = None,
+    ) -> ExecResult:
+        self._check_open()
+        timeout = self.config.default_timeout if timeout is None else float(timeout)
+        limit = output_limit or self.config.output_limit
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        if self.channel is None:
+            return await anyio.to_thread.run_sync(
+                lambda: self._exec_fallback(cmd, timeout, cwd, env, user, data, limit)
+            )
+        msg = await self.channel.request(
+            "exec",
+            wait=timeout + _HOST_SLACK,
+            cmd=cmd,
+            timeout=timeout,
+            cwd=cwd or self.config.workdir,
+            env=dict(env or {}),
+            user=user,
+            stdin=None if data is None else base64.b64encode(data).decode(),
+            limit=limit,
+        )
+        if not msg.get("ok"):
+            raise SandboxError(f"{self.name}: exec failed in the runner: {msg.get('error')}")
+        return ExecResult(
+            exit_code=msg["exit_code"],
+            output=_decode(base64.b64decode(msg["output"])),
+            truncated=msg["truncated"],
+            timed_out=msg["timed_out"],
+            oom_killed=msg["oom_killed"],
+            duration=msg["duration"],
+            total_bytes=msg["total_bytes"],
+        )
+
+    def _exec_run(self, argv: list[str], **kwargs) -> ExecResult:
+        """A plain docker exec of ``argv`` with the sandbox's shell (fallback path)."""
+        from ._capture import HeadTail
+
+        assert self.container is not None
+        api = self.provider.client().api
+        start = time.monotonic()
+        capture = HeadTail(kwargs.pop("limit", self.config.output_limit))
+        with translate_errors(f"docker exec in {self.name}"):
+            exec_id = api.exec_create(self.container.id, [self._shell, "-c", *argv], **kwargs)["Id"]
+            for chunk in api.exec_start(exec_id, stream=True):
+                capture.feed(chunk)
+            code = api.exec_inspect(exec_id)["ExitCode"]
+        if code is None:
+            raise SandboxDied(f"{self.name}: docker exec ended without an exit code")
+        return ExecResult(
+            exit_code=code,
+            output=_decode(capture.render()),
+            truncated=capture.truncated,
+            total_bytes=capture.total,
+            duration=time.monotonic() - start,
+        )
+
+    def _exec_fallback(self, cmd, timeout, cwd, env, user, stdin, limit) -> ExecResult:
+        script = 'exec timeout -k 1 "$0" "$1" -c "$2"'
+        args = [f"{timeout:g}", self._shell, cmd]
+        if stdin is not None:
+            path = f"/tmp/.sandgym-stdin-{uuid.uuid4().hex}"
+            self._put_file(path, stdin)
+            script = 'timeout -k 1 "$0" "$1" -c "$2" < "$3"; rc=$?; rm -f "$3"; exit $rc'
+            args.append(path)
+        result = self._exec_run(
+            [script, *args],
+            workdir=cwd or self.config.workdir,
+            environment=dict(env or {}),
+            user=user or "",
+            limit=limit,
+        )
+        update: dict = {}
+        if result.exit_code == 124 or (result.exit_code == 137 and result.duration >= timeout):
+            update["timed_out"] = True
+        elif result.exit_code == 137:
+            now = self._read_oom_kills()
+            if now is not None and self._oom_kills is not None and now > self._oom_kills:
+                update["oom_killed"] = True
+            self._oom_kills = now
+        return result.model_copy(update=update) if update else result
+
+    def _read_oom_kills(self) -> int | None:
+        out = self._exec_run(
+            ["cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"]
+        ).output
+        for line in out.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                return int(value)
+        return None
+
+    # --- files -----------------------------------------------------------------
+
+    async def read_file(self, path: str) -> bytes:
+        self._check_open()
+        if self.channel is not None:
+            msg = await self.channel.request("read", wait=120, path=path)
+            if not msg.get("ok"):
+                raise FileNotFoundError(f"{self.name}:{path}: {msg.get('error')}")
+            return base64.b64decode(msg["data"])
+        return await anyio.to_thread.run_sync(self._get_file, path)
+
+    async def write_file(self, path: str, data: bytes | str, *, mode: int | None = None) -> None:
+        self._check_open()
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        if self.channel is not None:
+            msg = await self.channel.request(
+                "write", wait=120, path=path, data=base64.b64encode(raw).decode(), mode=mode
+            )
+            if not msg.get("ok"):
+                raise OSError(f"{self.name}:{path}: {msg.get('error')}")
+            return
+        await anyio.to_thread.run_sync(lambda: self._put_file(path, raw, mode))
+
+    def _put_file(self, path: str, data: bytes, mode: int | None = None) -> None:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.size = len(data)
+            info.mode = 0o644 if mode is None else mode
+            info.mtime = int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+        with translate_errors(f"writing {path} in {self.name}"):
+            self.container.put_archive("/", buf.getvalue())
+
+    def _get_file(self, path: str) -> bytes:
+        try:
+            with self._fetch_archive(path) as tar:
+                for member in tar:
+                    if member.isfile():
+                        return tar.extractfile(member).read()
+        except docker.errors.NotFound as exc:
+            raise FileNotFoundError(f"{self.name}:{path}: no such file") from exc
+        raise IsADirectoryError(f"{self.name}:{path}: not a regular file")
+
+    @contextlib.contextmanager
+    def _fetch_archive(self, path: str):
+        """The tar stream of ``path`` from the container, spooled to disk past 64 MB."""
+        stream, _ = self.container.get_archive(path)
+        with tempfile.SpooledTemporaryFile(max_size=64 << 20) as spool:
+            for chunk in stream:
+                spool.write(chunk)
+            spool.seek(0)
+            with tarfile.open(fileobj=spool, mode="r|") as tar:
+                yield tar
+
+    async def upload(self, local: Path | str, remote: str) -> None:
+        self._check_open()
+        local = Path(local)
+        if not local.is_dir():
+            raise NotADirectoryError(f"upload needs a local directory, got {local}")
+        await anyio.to_thread.run_sync(self._upload, local, remote)
+
+    def _upload(self, local: Path, remote: str) -> None:
+        with tempfile.SpooledTemporaryFile(max_size=64 << 20) as spool:
+            with tarfile.open(fileobj=spool, mode="w") as tar:
+                tar.add(local, arcname=remote.strip("/") or ".")
+            spool.seek(0)
+            with translate_errors(f"uploading {local} to {self.name}:{remote}"):
+                self.container.put_archive("/", spool)
+
+    async def download(self, remote: str, local: Path | str) -> None:
+        self._check_open()
+        await anyio.to_thread.run_sync(self._download, remote, Path(local))
+
+    def _download(self, remote: str, local: Path) -> None:
+        local.mkdir(parents=True, exist_ok=True)
+        top = os.path.basename(remote.rstrip("/")) or "."
+        try:
+            with self._fetch_archive(remote) as tar:
+                for member in tar:
+                    rel = os.path.relpath(member.name, top) if member.name != top else "."
+                    if member.isfile() and rel == ".":  # remote is a single file
+                        rel = top
+                    if rel == "." or rel.startswith(".."):
+                        continue
+                    member.name = rel
+                    tar.extract(member, local, filter="data")
+        except docker.errors.NotFound as exc:
+            raise FileNotFoundError(f"{self.name}:{remote}: no such file or directory") from exc
+
+    # --- snapshots -----------------------------------------------------------------
+
+    async def snapshot(self, name: str | None = None) -> str:
+        self._check_open()
+        tag = name or uuid.uuid4().hex[:12]
+        labels = {LABEL: self.provider.run_label, "sandgym.snapshot-of": self.image}
+
+        def commit() -> str:
+            with translate_errors(f"snapshotting {self.name}"):
+                image = self.container.commit(repository="sandgym/snapshot", tag=tag, conf={"Labels": labels})
+            log.debug("snapshot of %s is %s (%s)", self.name, tag, image.id)
+            return f"sandgym/snapshot:{tag}"
+
+        return await anyio.to_thread.run_sync(commit)
+
+
+# Sandboxes still open when the interpreter exits are removed then; a SIGKILL
+# skips this, and the runner's stdin EOF, the lifetime and `sandgym cleanup` take over.
+_live_sandboxes: "weakref.WeakSet[DockerSandbox]" = weakref.WeakSet()
+
+
+@atexit.register
+def _remove_leftovers() -> None:
+    for sandbox in list(_live_sandboxes):
+        sandbox._remove()

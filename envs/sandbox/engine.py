@@ -1,0 +1,63 @@
+"""Connecting to a Docker engine, and translating its errors at the boundary."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Iterator
+
+import docker
+import docker.errors
+import requests.exceptions
+
+from ..errors import ImageNotFound, SandboxError, SandboxUnavailable, SandgymError
+
+__all__ = ["connect", "engine_url", "translate_errors", "LABEL"]
+
+LABEL = "sandgym"
+"""Label key carried by every container and image sandgym creates."""
+
+
+def engine_url(base_url: str | None = None) -> str:
+    return base_url or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[-1] if text else type(exc).__name__
+
+
+def connect(base_url: str | None = None, *, timeout: float = 120.0, pool_size: int = 64) -> docker.DockerClient:
+    """A client for the engine at ``base_url`` (default: ``$DOCKER_HOST``); raises SandboxUnavailable."""
+    url = engine_url(base_url)
+    try:
+        client = docker.DockerClient(
+            base_url=url, timeout=int(timeout), max_pool_size=pool_size, use_ssh_client=url.startswith("ssh://")
+        )
+        client.ping()
+    except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
+        raise SandboxUnavailable(
+            f"Docker engine unreachable at {url}: {_one_line(exc)} (run `sandgym doctor`)"
+        ) from exc
+    return client
+
+
+@contextlib.contextmanager
+def translate_errors(what: str, image: str | None = None) -> Iterator[None]:
+    """Turn docker/requests exceptions raised inside the block into sandgym errors."""
+    try:
+        yield
+    except SandgymError:
+        raise
+    except docker.errors.ImageNotFound as exc:
+        raise ImageNotFound(f"image not found: {image or '?'} ({what})") from exc
+    except docker.errors.NotFound as exc:
+        if image is not None and "image" in str(exc).lower():
+            raise ImageNotFound(f"image not found: {image} ({what})") from exc
+        raise SandboxError(f"{what}: {_one_line(exc)}") from exc
+    except docker.errors.APIError as exc:
+        raise SandboxError(f"{what}: {_one_line(exc)}") from exc
+    except (requests.exceptions.ConnectionError, ConnectionError) as exc:
+        raise SandboxUnavailable(f"{what}: Docker engine unreachable: {_one_line(exc)}") from exc
+    except docker.errors.DockerException as exc:
+        raise SandboxError(f"{what}: {_one_line(exc)}") from exc

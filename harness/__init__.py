@@ -1,0 +1,1 @@
+"""The sandgym harness: runner, trajectory store, results, analyses and the `sandgym` CLI."""
