@@ -37,7 +37,7 @@ def connect(base_url: str | None = None, *, timeout: float = 120.0, pool_size: i
         client.ping()
     except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
         raise SandboxUnavailable(
-            f"Docker engine unreachable at {url}: {_one_line(exc)} (run `sandgym doctor`)"
+            f"Docker engine unreachable at {url}: {_one_line(exc)}"
         ) from exc
     return client
 

@@ -1,0 +1,118 @@
+"""Operating-system base images: a registry pull where one answers, else debootstrap + import.
+
+Both paths are real: a user with Docker Hub gets the official slim image; a
+machine without a registry (CI here) gets an equivalent minbase root file
+system built from Debian's packages and imported with the engine's API.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import docker
+import docker.errors
+
+from ..errors import ImageBuildError
+from .recipes import BaseSpec
+
+__all__ = ["try_pull", "debootstrap_import", "label_image"]
+
+log = logging.getLogger(__name__)
+
+Emit = Callable[[str], None]
+
+
+def try_pull(client: docker.DockerClient, ref: str, emit: Emit) -> bool:
+    """Pull ``ref``; False (not an error) when no registry answers or it is unknown."""
+    emit(f"pulling {ref}")
+    repo, _, tag = ref.partition(":")
+    try:
+        client.images.pull(repo, tag=tag or "latest")
+    except (docker.errors.APIError, docker.errors.DockerException) as exc:
+        emit(f"pull failed ({str(exc).strip().splitlines()[-1][:160]}); falling back to debootstrap")
+        return False
+    return True
+
+
+def label_image(client: docker.DockerClient, source: str, tag: str, labels: dict[str, str], emit: Emit) -> None:
+    """Give ``source`` our labels by building ``FROM source`` with nothing else (seconds)."""
+    dockerfile = f"FROM {source}\n".encode()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(dockerfile)
+        tar.addfile(info, io.BytesIO(dockerfile))
+    buf.seek(0)
+    for event in client.api.build(fileobj=buf, custom_context=True, tag=tag, labels=labels, rm=True, decode=True):
+        if "error" in event:
+            raise ImageBuildError(f"labelling {source} as {tag}: {event['error'].strip()}")
+        if event.get("stream", "").strip():
+            emit(event["stream"].strip())
+
+
+def debootstrap_import(
+    client: docker.DockerClient, spec: BaseSpec, tag: str, labels: dict[str, str], emit: Emit
+) -> None:
+    """debootstrap ``spec.suite`` into a temporary folder and import it as ``tag``."""
+    debootstrap = shutil.which("debootstrap")
+    if debootstrap is None:
+        raise ImageBuildError(
+            f"no registry answered and debootstrap is missing: install it (apt-get install debootstrap) "
+            f"to build {tag}"
+        )
+    if os.geteuid() != 0:
+        raise ImageBuildError(f"debootstrap needs root to build {tag}; run the build as root")
+    mirror = os.environ.get("SANDGYM_DEBIAN_MIRROR", spec.mirror)
+    work = Path(tempfile.mkdtemp(prefix="sandgym-rootfs-"))
+    try:
+        cmd = [debootstrap, f"--variant={spec.variant}"]
+        if spec.include:
+            cmd.append("--include=" + ",".join(spec.include))
+        cmd += [spec.suite, str(work), mirror]
+        emit(" ".join(cmd))
+        _run_streaming(cmd, emit, f"debootstrap {spec.suite}")
+        _tidy(work)
+        emit(f"importing the root file system as {tag}")
+        tar = subprocess.Popen(["tar", "-C", str(work), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
+        repo, _, version = tag.partition(":")
+        changes = [f'LABEL {key}="{value}"' for key, value in labels.items()]
+        changes += ['CMD ["/bin/bash"]', "ENV LANG=C.UTF-8"]
+        try:
+            client.api.import_image_from_stream(tar.stdout, repository=repo, tag=version, changes=changes)
+        finally:
+            tar.stdout.close()
+            if tar.wait() != 0:
+                raise ImageBuildError(f"tar of the {spec.suite} root file system failed")
+    except docker.errors.APIError as exc:
+        raise ImageBuildError(f"importing {tag}: {exc.explanation or exc}") from exc
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run_streaming(cmd: list[str], emit: Emit, what: str) -> None:
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tail: list[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        line = line.rstrip()
+        if line:
+            emit(line)
+            tail = (tail + [line])[-5:]
+    if proc.wait() != 0:
+        raise ImageBuildError(f"{what} failed (exit {proc.returncode}): {' | '.join(tail)}")
+
+
+def _tidy(root: Path) -> None:
+    """Drop what the slim images drop too: package caches and lists."""
+    for pattern in ("var/cache/apt/archives/*.deb", "var/lib/apt/lists/*"):
+        for path in root.glob(pattern):
+            if path.is_file():
+                path.unlink()

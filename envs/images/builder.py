@@ -1,0 +1,196 @@
+"""Build recipes into tagged images, parents first, reusing what is already built."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import tarfile
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import docker
+import docker.errors
+from pydantic import BaseModel
+
+from ..errors import ImageBuildError, RecipeError
+from ..sandbox.engine import LABEL, translate_errors
+from .bootstrap import debootstrap_import, label_image, try_pull
+from .recipes import Recipe, context_files, load_recipes, recipe_hash
+
+__all__ = ["ImageBuilder", "ImageStatus", "host_ca_bundle"]
+
+log = logging.getLogger(__name__)
+
+# Called with (recipe name, one line of build output).
+OnEvent = Callable[[str, str], None]
+
+_CA_ENV = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "CURL_CA_BUNDLE")
+_CA_CONTEXT_PATH = ".sandgym/host-ca.crt"
+
+
+def host_ca_bundle() -> Path | None:
+    """The CA bundle the host is configured to trust (``$SSL_CERT_FILE`` and friends), if any."""
+    for var in _CA_ENV:
+        value = os.environ.get(var)
+        if value and Path(value).is_file():
+            return Path(value)
+    return None
+
+
+class ImageStatus(BaseModel):
+    name: str
+    tag: str
+    kind: str
+    built: bool
+    size_mb: float | None = None
+    source: str | None = None
+    description: str = ""
+
+
+class ImageBuilder:
+    """Knows every recipe's tag and builds what is missing.
+
+    ``trust_host_ca`` (default: on where the host has a CA bundle configured)
+    puts that bundle into every Dockerfile build context as
+    ``.sandgym/host-ca.crt``, so images built behind a TLS-intercepting proxy
+    can still reach PyPI or npm. ``pull`` tries a registry for base images
+    before falling back to debootstrap (``SANDGYM_NO_PULL=1`` turns it off).
+    """
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        recipes: dict[str, Recipe] | None = None,
+        *,
+        trust_host_ca: bool | None = None,
+        pull: bool | None = None,
+    ) -> None:
+        self.client = client
+        self.recipes = recipes if recipes is not None else load_recipes()
+        ca = host_ca_bundle() if trust_host_ca is not False else None
+        self.extra_context = {_CA_CONTEXT_PATH: ca.read_bytes() if ca else b""}
+        self.pull = pull if pull is not None else os.environ.get("SANDGYM_NO_PULL", "") in ("", "0")
+        self._tags: dict[str, str] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    # --- naming ------------------------------------------------------------------
+
+    def recipe(self, name: str) -> Recipe:
+        try:
+            return self.recipes[name]
+        except KeyError:
+            known = ", ".join(sorted(self.recipes))
+            raise RecipeError(f"unknown image recipe {name!r} (known: {known})") from None
+
+    def tag(self, name: str) -> str:
+        """``sandgym/<name>:<hash>`` for the recipe as it is now (parents included)."""
+        if name not in self._tags:
+            recipe = self.recipe(name)
+            parent = self.tag(recipe.base) if recipe.base else None
+            extra = self.extra_context if recipe.kind == "dockerfile" else None
+            self._tags[name] = f"{recipe.repository}:{recipe_hash(recipe, parent, extra)}"
+        return self._tags[name]
+
+    def exists(self, name: str) -> bool:
+        try:
+            self.client.images.get(self.tag(name))
+            return True
+        except docker.errors.ImageNotFound:
+            return False
+
+    def status(self) -> list[ImageStatus]:
+        rows = []
+        for name, recipe in sorted(self.recipes.items()):
+            tag = self.tag(name)
+            try:
+                image = self.client.images.get(tag)
+                size, built = round(image.attrs["Size"] / 1e6, 1), True
+                source = image.labels.get("sandgym.source")
+            except docker.errors.ImageNotFound:
+                size, built, source = None, False, None
+            rows.append(
+                ImageStatus(
+                    name=name, tag=tag, kind=recipe.kind, built=built, size_mb=size,
+                    source=source, description=recipe.description,
+                )
+            )
+        return rows
+
+    # --- building ----------------------------------------------------------------
+
+    def build(self, name: str, *, force: bool = False, on_event: OnEvent | None = None) -> str:
+        """Build ``name`` (and its parents where missing); return its tag. Blocking."""
+        recipe = self.recipe(name)
+        if recipe.base:
+            self.build(recipe.base, on_event=on_event)
+        tag = self.tag(name)
+        with self._lock(tag):
+            if not force and self.exists(name):
+                return tag
+            emit = (lambda line: on_event(name, line)) if on_event else (lambda line: None)
+            started = time.monotonic()
+            labels = {LABEL: "image", "sandgym.recipe": name, "sandgym.tag": tag}
+            try:
+                if recipe.kind == "base":
+                    self._build_base(recipe, tag, labels, emit)
+                else:
+                    self._build_dockerfile(recipe, tag, labels, emit)
+            except docker.errors.APIError as exc:
+                raise ImageBuildError(f"building {name}: {exc.explanation or exc}") from exc
+            log.info("built %s as %s in %.0fs", name, tag, time.monotonic() - started)
+            return tag
+
+    def _lock(self, tag: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(tag, threading.Lock())
+
+    def _build_base(self, recipe: Recipe, tag: str, labels: dict[str, str], emit) -> None:
+        spec = recipe.bootstrap
+        assert spec is not None
+        if self.pull and spec.pull and try_pull(self.client, spec.pull, emit):
+            label_image(self.client, spec.pull, tag, {**labels, "sandgym.source": f"pull:{spec.pull}"}, emit)
+            return
+        with translate_errors(f"building {recipe.name}"):
+            debootstrap_import(self.client, spec, tag, {**labels, "sandgym.source": "debootstrap"}, emit)
+
+    def _build_dockerfile(self, recipe: Recipe, tag: str, labels: dict[str, str], emit) -> None:
+        parent = self.tag(recipe.base) if recipe.base else None
+        context = self._context_tar(recipe)
+        tail: list[str] = []
+        with translate_errors(f"building {recipe.name}"):
+            events = self.client.api.build(
+                fileobj=context,
+                custom_context=True,
+                tag=tag,
+                buildargs={"BASE": parent} if parent else None,
+                labels={**labels, "sandgym.parent": parent or ""},
+                rm=True,
+                forcerm=True,
+                pull=False,
+                decode=True,
+            )
+            for event in events:
+                if "error" in event:
+                    detail = " | ".join(tail[-3:])
+                    raise ImageBuildError(f"building {recipe.name}: {event['error'].strip()}" + (f" ({detail})" if detail else ""))
+                line = event.get("stream", "").strip()
+                if line:
+                    tail = (tail + [line])[-10:]
+                    emit(line)
+
+    def _context_tar(self, recipe: Recipe) -> io.BytesIO:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for path in context_files(recipe):
+                tar.add(path, arcname=path.relative_to(recipe.path).as_posix(), recursive=False)
+            for name, data in self.extra_context.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                info.mode = 0o644
+                tar.addfile(info, io.BytesIO(data))
+        buf.seek(0)
+        return buf
