@@ -36,7 +36,7 @@ except ImportError:  # pragma: no cover - the in-container path
 
 PROTOCOL = 1
 _write_lock = threading.Lock()
-_live = {}  # request id -> Popen of running commands
+_live = {}  # request id -> (Popen, marker) of running commands
 _live_lock = threading.Lock()
 _OUT = sys.stdout.buffer
 
@@ -70,13 +70,29 @@ def _proc_table():
     return table
 
 
-def _tree(root):
-    """Every process descended from ``root`` or sharing its group or session."""
+def _marked(table, marker):
+    """Processes whose environment carries ``SANDGYM_EXEC=marker`` (it survives setsid and re-parenting)."""
+    needle = ("SANDGYM_EXEC=%s" % marker).encode()
+    found = set()
+    for pid in table:
+        try:
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    found.add(pid)
+        except OSError:
+            continue
+    return found
+
+
+def _tree(root, marker=None):
+    """Every process descended from ``root``, sharing its group or session, or carrying its marker."""
     table = _proc_table()
     children = {}
     for pid, (ppid, _, _) in table.items():
         children.setdefault(ppid, []).append(pid)
     found = {pid for pid, (_, pgid, sid) in table.items() if pgid == root or sid == root}
+    if marker is not None:
+        found |= _marked(table, marker)
     stack = [root] + list(found)
     while stack:
         pid = stack.pop()
@@ -99,14 +115,14 @@ def _signal_all(pids, sig):
             pass
 
 
-def kill_tree(root):
+def kill_tree(root, marker=None):
     """Stop, then kill, the whole tree of ``root`` until nothing of it is left."""
     for _ in range(200):
-        victims = _tree(root)
+        victims = _tree(root, marker)
         if not victims:
             return
         _signal_all(victims, signal.SIGSTOP)  # freeze forks while we look again
-        victims |= _tree(root)
+        victims |= _tree(root, marker)
         try:
             os.killpg(root, signal.SIGKILL)
         except OSError:
@@ -142,14 +158,17 @@ _SHELL = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
 def op_exec(req):
     env = dict(os.environ)
     env.update(req.get("env") or {})
+    marker = "%d-%s" % (os.getpid(), req["id"])
+    env["SANDGYM_EXEC"] = marker
     stdin_data = base64.b64decode(req["stdin"]) if req.get("stdin") is not None else None
     timeout = req.get("timeout")
     capture = HeadTail(int(req.get("limit", 32000)))
     kwargs = {}
     if req.get("user"):
-        kwargs["user"] = req["user"]
-        kwargs["group"] = req.get("group") or req["user"]
-        kwargs["extra_groups"] = []
+        try:
+            kwargs = _identity(req["user"], env)
+        except (KeyError, ValueError) as exc:
+            return _failed("unknown user %r: %s" % (req["user"], exc))
     oom_before = oom_kills()
     start = time.monotonic()
     try:
@@ -163,22 +182,20 @@ def op_exec(req):
             start_new_session=True,
             **kwargs
         )
-    except (OSError, KeyError, ValueError) as exc:  # bad cwd, unknown user ...
-        return {"exit_code": 127, "output": base64.b64encode(str(exc).encode()).decode(),
-                "truncated": False, "timed_out": False, "oom_killed": False,
-                "duration": time.monotonic() - start, "total_bytes": 0}
+    except (OSError, KeyError, ValueError) as exc:  # bad cwd, unusable shell ...
+        return _failed(str(exc))
     with _live_lock:
-        _live[req["id"]] = proc
+        _live[req["id"]] = (proc, marker)
     if stdin_data is not None:
         threading.Thread(target=_feed, args=(proc.stdin, stdin_data), daemon=True).start()
     timed_out = _pump(proc, capture, None if timeout is None else start + float(timeout))
     if timed_out:
-        kill_tree(proc.pid)
+        kill_tree(proc.pid, marker)
     code = proc.wait()
     with _live_lock:
         _live.pop(req["id"], None)
     if timed_out:  # catch anything that forked while the leader was dying
-        kill_tree(proc.pid)
+        kill_tree(proc.pid, marker)
     oom_after = oom_kills()
     if code < 0:
         code = 128 - code  # killed by a signal: report it as a shell would
@@ -191,6 +208,24 @@ def op_exec(req):
         "oom_killed": bool(oom_before is not None and oom_after is not None and oom_after > oom_before),
         "duration": time.monotonic() - start,
     }
+
+
+def _identity(user, env):
+    """Popen arguments to run as ``user`` (a name, uid, or uid:gid), and its HOME/USER."""
+    import pwd
+
+    name, _, group = str(user).partition(":")
+    entry = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
+    gid = int(group) if group else entry.pw_gid
+    env["HOME"], env["USER"], env["LOGNAME"] = entry.pw_dir, entry.pw_name, entry.pw_name
+    return {"user": entry.pw_uid, "group": gid, "extra_groups": []}
+
+
+def _failed(message):
+    """The answer for a command that could not even start (exit 127, like a shell)."""
+    return {"exit_code": 127, "output": base64.b64encode(message.encode()).decode(),
+            "truncated": False, "timed_out": False, "oom_killed": False,
+            "duration": 0.0, "total_bytes": len(message)}
 
 
 def _feed(pipe, data):
@@ -264,10 +299,10 @@ def op_ping(req):
 def op_cancel(req):
     """Kill a running command whose caller gave up waiting for it."""
     with _live_lock:
-        proc = _live.get(req["target"])
-    if proc is not None:
-        kill_tree(proc.pid)
-    return {"cancelled": proc is not None}
+        entry = _live.get(req["target"])
+    if entry is not None:
+        kill_tree(entry[0].pid, entry[1])
+    return {"cancelled": entry is not None}
 
 
 OPS = {"exec": op_exec, "read": op_read, "write": op_write, "ping": op_ping, "cancel": op_cancel}
@@ -285,9 +320,9 @@ def handle(req):
 
 def shutdown(code):
     with _live_lock:
-        procs = list(_live.values())
-    for proc in procs:
-        kill_tree(proc.pid)
+        entries = list(_live.values())
+    for proc, marker in entries:
+        kill_tree(proc.pid, marker)
     os._exit(code)
 
 

@@ -14,13 +14,13 @@ import json
 import logging
 import socket
 import threading
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import anyio
 
 from ..errors import SandboxDied
 
-__all__ = ["RunnerChannel"]
+__all__ = ["RunnerChannel", "iter_frames", "close_attached", "raw_socket"]
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,48 @@ _BIG_SEND = 256 * 1024  # larger requests are sent from a worker thread
 def raw_socket(attached: Any) -> Any:
     """The object with sendall/recv behind what docker-py's attach_socket returns."""
     return getattr(attached, "_sock", attached)
+
+
+def iter_frames(sock: Any, idle: Callable[[], None] | None = None) -> Iterator[tuple[int, bytes]]:
+    """(stream, payload) frames of Docker's multiplexed attach/exec stream until EOF.
+
+    stream is 1 for stdout and 2 for stderr (0, stdin, never comes back).
+    With ``idle``, the socket's timeout is a heartbeat: ``idle()`` runs each
+    time it passes with no data, and reading goes on.
+    """
+    buf = bytearray()
+    while True:
+        try:
+            chunk = sock.recv(1 << 16)
+        except TimeoutError:
+            if idle is None:
+                raise
+            idle()
+            continue
+        if not chunk:
+            return
+        buf += chunk
+        while len(buf) >= 8:
+            size = int.from_bytes(buf[4:8], "big")
+            if len(buf) < 8 + size:
+                break
+            stream, payload = buf[0], bytes(buf[8 : 8 + size])
+            del buf[: 8 + size]
+            yield stream, payload
+
+
+def close_attached(attached: Any) -> None:
+    """Shut down and close a socket from attach_socket/exec_start (wrapper first, then socket)."""
+    sock = raw_socket(attached)
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except (OSError, AttributeError):
+        pass
+    for closer in (attached.close, sock.close):
+        try:
+            closer()
+        except OSError:
+            pass
 
 
 class RunnerChannel:
@@ -66,15 +108,7 @@ class RunnerChannel:
         return self._dead is None
 
     def close(self) -> None:
-        try:
-            self._sock.shutdown(socket.SHUT_RDWR)
-        except (OSError, AttributeError):
-            pass
-        for closer in (self._sock.close, self._attached.close):
-            try:
-                closer()
-            except OSError:
-                pass
+        close_attached(self._attached)
 
     # --- requests ------------------------------------------------------------
 
@@ -125,24 +159,13 @@ class RunnerChannel:
     # --- reading ---------------------------------------------------------------
 
     def _read_loop(self) -> None:
-        buf = bytearray()
         reason = "the container closed its output"
         try:
-            while True:
-                chunk = self._sock.recv(1 << 16)
-                if not chunk:
-                    break
-                buf += chunk
-                while len(buf) >= 8:
-                    size = int.from_bytes(buf[4:8], "big")
-                    if len(buf) < 8 + size:
-                        break
-                    stream, payload = buf[0], bytes(buf[8 : 8 + size])
-                    del buf[: 8 + size]
-                    if stream == 1:
-                        self._on_stdout(payload)
-                    else:
-                        self._on_stderr(payload)
+            for stream, payload in iter_frames(self._sock):
+                if stream == 1:
+                    self._on_stdout(payload)
+                else:
+                    self._on_stderr(payload)
         except OSError as exc:
             reason = f"connection lost: {exc}"
         finally:

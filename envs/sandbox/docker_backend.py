@@ -30,7 +30,8 @@ import docker.errors
 
 from ..errors import SandboxDied, SandboxError
 from .base import ExecResult, Sandbox, SandboxConfig, strip_ansi
-from .channel import RunnerChannel
+from ._capture import HeadTail
+from .channel import RunnerChannel, close_attached, iter_frames, raw_socket
 from .engine import LABEL, connect, translate_errors
 
 __all__ = ["DockerProvider", "DockerSandbox", "runner_source"]
@@ -52,6 +53,11 @@ _BOOT_RUNNER = (
     'echo SANDGYM-NOPYTHON; exec sleep "$2"'
 )
 _BOOT_SLEEP = 'echo SANDGYM-NOPYTHON; exec sleep "$2"'
+_KILL_MARKED = (
+    'for p in /proc/[0-9]*; do '
+    'if tr "\\0" "\\n" < "$p/environ" 2>/dev/null | grep -qx "SANDGYM_EXEC=$0"; '
+    'then kill -9 "${p#/proc/}" 2>/dev/null; fi; done; true'
+)
 _HOST_SLACK = 30.0  # extra seconds the host waits past a command's own timeout
 
 
@@ -249,18 +255,26 @@ class DockerSandbox(Sandbox):
             total_bytes=msg["total_bytes"],
         )
 
-    def _exec_run(self, argv: list[str], **kwargs) -> ExecResult:
-        """A plain docker exec of ``argv`` with the sandbox's shell (fallback path)."""
-        from ._capture import HeadTail
+    def _exec_run(self, argv: list[str], *, idle=None, limit: int | None = None, **kwargs) -> ExecResult:
+        """A plain docker exec of ``argv`` with the sandbox's shell (fallback path).
 
+        ``idle`` is called about every 0.25 s while the command is quiet.
+        """
         assert self.container is not None
         api = self.provider.client().api
         start = time.monotonic()
-        capture = HeadTail(kwargs.pop("limit", self.config.output_limit))
+        capture = HeadTail(limit or self.config.output_limit)
         with translate_errors(f"docker exec in {self.name}"):
             exec_id = api.exec_create(self.container.id, [self._shell, "-c", *argv], **kwargs)["Id"]
-            for chunk in api.exec_start(exec_id, stream=True):
-                capture.feed(chunk)
+            attached = api.exec_start(exec_id, socket=True)
+            sock = raw_socket(attached)
+            if idle is not None:
+                sock.settimeout(0.25)
+            try:
+                for _, payload in iter_frames(sock, idle):
+                    capture.feed(payload)
+            finally:
+                close_attached(attached)
             code = api.exec_inspect(exec_id)["ExitCode"]
         if code is None:
             raise SandboxDied(f"{self.name}: docker exec ended without an exit code")
@@ -273,22 +287,36 @@ class DockerSandbox(Sandbox):
         )
 
     def _exec_fallback(self, cmd, timeout, cwd, env, user, stdin, limit) -> ExecResult:
-        script = 'exec timeout -k 1 "$0" "$1" -c "$2"'
+        # `timeout` kills the command's process group; processes that left the
+        # group (setsid, daemons) still carry SANDGYM_EXEC in their environment,
+        # and are killed by it if anything still runs a second past the timeout.
+        marker = uuid.uuid4().hex
+        deadline = time.monotonic() + timeout + 1.0
+        killed = False
+
+        def idle() -> None:
+            nonlocal killed
+            if not killed and time.monotonic() > deadline:
+                killed = True
+                self._exec_run([_KILL_MARKED, marker])
+
+        script = 'exec 2>&1; exec timeout -k 1 "$0" "$1" -c "$2"'
         args = [f"{timeout:g}", self._shell, cmd]
         if stdin is not None:
             path = f"/tmp/.sandgym-stdin-{uuid.uuid4().hex}"
             self._put_file(path, stdin)
-            script = 'timeout -k 1 "$0" "$1" -c "$2" < "$3"; rc=$?; rm -f "$3"; exit $rc'
+            script = 'exec 2>&1; timeout -k 1 "$0" "$1" -c "$2" < "$3"; rc=$?; rm -f "$3"; exit $rc'
             args.append(path)
         result = self._exec_run(
             [script, *args],
             workdir=cwd or self.config.workdir,
-            environment=dict(env or {}),
+            environment={**(env or {}), "SANDGYM_EXEC": marker},
             user=user or "",
             limit=limit,
+            idle=idle,
         )
         update: dict = {}
-        if result.exit_code == 124 or (result.exit_code == 137 and result.duration >= timeout):
+        if killed or result.exit_code == 124 or (result.exit_code == 137 and result.duration >= timeout):
             update["timed_out"] = True
         elif result.exit_code == 137:
             now = self._read_oom_kills()
