@@ -44,11 +44,11 @@ def no_leftover_containers(client):
     yield
     deadline = time.monotonic() + 15  # auto-removal of exited containers is asynchronous
     while True:
-        left = client.containers.list(all=True, filters={"label": LABEL})
+        left = client.api.containers(all=True, filters={"label": LABEL})
         if not left or time.monotonic() > deadline:
             break
         time.sleep(0.5)
-    assert not left, f"containers left behind: {[c.name for c in left]}"
+    assert not left, f"containers left behind: {[c['Names'] for c in left]}"
 
 
 @pytest.fixture

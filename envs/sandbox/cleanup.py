@@ -29,18 +29,20 @@ def cleanup(client: docker.DockerClient, *, run_label: str | None = None, images
     selector = LABEL if run_label is None else f"{LABEL}={run_label}"
     report = CleanupReport()
     with translate_errors("listing sandgym containers"):
-        containers = client.containers.list(all=True, filters={"label": selector})
+        # plain dicts: the model API inspects each one, which races with auto-removal
+        containers = client.api.containers(all=True, filters={"label": selector})
     for container in containers:
+        name = (container.get("Names") or [container["Id"][:12]])[0].lstrip("/")
         try:
-            container.remove(force=True)
-            report.containers.append(container.name)
+            client.api.remove_container(container["Id"], force=True)
+            report.containers.append(name)
         except docker.errors.NotFound:
-            report.containers.append(container.name)  # it went by itself meanwhile
+            report.containers.append(name)  # it went by itself meanwhile
         except docker.errors.APIError as exc:
             if exc.status_code == 409:  # removal already in progress
-                report.containers.append(container.name)
+                report.containers.append(name)
             else:
-                report.errors.append(f"container {container.name}: {exc.explanation}")
+                report.errors.append(f"container {name}: {exc.explanation}")
     if images:
         with translate_errors("listing sandgym images"):
             found = client.images.list(filters={"label": selector})

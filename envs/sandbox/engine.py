@@ -30,6 +30,9 @@ def _one_line(exc: BaseException) -> str:
 def connect(base_url: str | None = None, *, timeout: float = 120.0, pool_size: int = 64) -> docker.DockerClient:
     """A client for the engine at ``base_url`` (default: ``$DOCKER_HOST``); raises SandboxUnavailable."""
     url = engine_url(base_url)
+    if url.startswith("unix://") and not os.path.exists(url[len("unix://"):]):
+        # checked here: docker-py leaks the socket when connecting to a missing path
+        raise SandboxUnavailable(f"Docker engine unreachable at {url}: no such socket")
     try:
         client = docker.DockerClient(
             base_url=url, timeout=int(timeout), max_pool_size=pool_size, use_ssh_client=url.startswith("ssh://")
