@@ -178,3 +178,14 @@ def test_cleanup_command_removes_orphans_at_once(client, sandbox_image):
     assert "removed 1 container" in out.stdout
     assert not _by_name(client, name)
     assert not client.api.containers(all=True, filters={"label": f"{LABEL}=pytest-orphan"})
+
+
+async def test_a_sandbox_killed_from_outside_raises_sandbox_died(provider, sandbox_image, client, mode):
+    from sandgym.envs.errors import InfrastructureError, SandboxDied
+
+    async with provider.sandbox(sandbox_image, SandboxConfig(exec_server=(mode == "runner"))) as sb:
+        client.api.remove_container(sb.name, force=True)
+        with pytest.raises(InfrastructureError) as info:
+            await sb.exec("echo hi", timeout=10)
+        assert isinstance(info.value, (SandboxDied, SandboxError))
+        assert sb.name in str(info.value)

@@ -33,11 +33,11 @@ Emit = Callable[[str], None]
 def try_pull(client: docker.DockerClient, ref: str, emit: Emit) -> bool:
     """Pull ``ref``; False (not an error) when no registry answers or it is unknown."""
     emit(f"pulling {ref}")
-    repo, _, tag = ref.partition(":")
     try:
-        client.images.pull(repo, tag=tag or "latest")
+        client.images.pull(ref)  # docker-py splits host:port/repo:tag and repo@digest correctly
     except (docker.errors.APIError, docker.errors.DockerException) as exc:
-        emit(f"pull failed ({str(exc).strip().splitlines()[-1][:160]}); falling back to debootstrap")
+        reason = exc.explanation if isinstance(exc, docker.errors.APIError) and exc.explanation else str(exc)
+        emit(f"pull failed ({str(reason).strip().splitlines()[-1][:160]}); falling back to debootstrap")
         return False
     return True
 
@@ -51,11 +51,14 @@ def label_image(client: docker.DockerClient, source: str, tag: str, labels: dict
         info.size = len(dockerfile)
         tar.addfile(info, io.BytesIO(dockerfile))
     buf.seek(0)
+    error = None
     for event in client.api.build(fileobj=buf, custom_context=True, tag=tag, labels=labels, rm=True, decode=True):
-        if "error" in event:
-            raise ImageBuildError(f"labelling {source} as {tag}: {event['error'].strip()}")
-        if event.get("stream", "").strip():
+        if "error" in event:  # keep reading: the stream's end releases the connection
+            error = error or event["error"].strip()
+        elif event.get("stream", "").strip():
             emit(event["stream"].strip())
+    if error:
+        raise ImageBuildError(f"labelling {source} as {tag}: {error}")
 
 
 def debootstrap_import(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
@@ -29,6 +30,15 @@ OnEvent = Callable[[str, str], None]
 
 _CA_ENV = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "CURL_CA_BUNDLE")
 _CA_CONTEXT_PATH = ".sandgym/host-ca.crt"
+
+
+@contextlib.contextmanager
+def _build_errors(name: str):
+    """The engine refusing a build (e.g. a Dockerfile parse error, HTTP 400) is a build failure."""
+    try:
+        yield
+    except docker.errors.APIError as exc:
+        raise ImageBuildError(f"building {name}: {exc.explanation or exc}") from exc
 
 
 def host_ca_bundle() -> Path | None:
@@ -87,7 +97,7 @@ class ImageBuilder:
             raise RecipeError(f"unknown image recipe {name!r} (known: {known})") from None
 
     def tag(self, name: str) -> str:
-        """``sandgym/<name>:<hash>`` for the recipe as it is now (parents included)."""
+        """``sandgym/<name>:<hash>`` for the recipe (parents included), computed once per builder."""
         if name not in self._tags:
             recipe = self.recipe(name)
             parent = self.tag(recipe.base) if recipe.base else None
@@ -161,26 +171,31 @@ class ImageBuilder:
         parent = self.tag(recipe.base) if recipe.base else None
         context = self._context_tar(recipe)
         tail: list[str] = []
-        with translate_errors(f"building {recipe.name}"):
+        with translate_errors(f"building {recipe.name}"), _build_errors(recipe.name):
             events = self.client.api.build(
                 fileobj=context,
                 custom_context=True,
                 tag=tag,
                 buildargs={"BASE": parent} if parent else None,
-                labels={**labels, "sandgym.parent": parent or ""},
+                labels={**labels, "sandgym.parent": parent or "", "sandgym.source": "dockerfile"},
                 rm=True,
                 forcerm=True,
                 pull=False,
                 decode=True,
             )
-            for event in events:
+            error: str | None = None
+            for event in events:  # read to the end, even after an error: that releases the HTTP response
                 if "error" in event:
-                    detail = " | ".join(tail[-3:])
-                    raise ImageBuildError(f"building {recipe.name}: {event['error'].strip()}" + (f" ({detail})" if detail else ""))
+                    if error is None:
+                        detail = " | ".join(tail[-3:])
+                        error = f"building {recipe.name}: {event['error'].strip()}" + (f" ({detail})" if detail else "")
+                    continue
                 line = event.get("stream", "").strip()
                 if line:
                     tail = (tail + [line])[-10:]
                     emit(line)
+            if error is not None:
+                raise ImageBuildError(error)
 
     def _context_tar(self, recipe: Recipe) -> io.BytesIO:
         buf = io.BytesIO()

@@ -83,6 +83,9 @@ def load_recipe(path: Path) -> Recipe:
             raise RecipeError(f"{path}: no Dockerfile and no [base] table in {METADATA}")
         if parent is None:
             raise RecipeError(f"{meta_path}: field 'base': missing (the parent recipe's name)")
+    for key in ("name", "path", "kind", "bootstrap"):
+        if key in meta:
+            raise RecipeError(f"{meta_path}: field '{key}': not allowed in {METADATA} (sandgym sets it)")
     try:
         return Recipe(
             name=path.name,
@@ -94,7 +97,8 @@ def load_recipe(path: Path) -> Recipe:
         )
     except ValidationError as exc:
         err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"])
+        loc = ["base" if i == 0 and p == "bootstrap" else str(p) for i, p in enumerate(err["loc"])]
+        field = ".".join(loc)
         raise RecipeError(f"{meta_path}: field '{field}': {err['msg']}") from exc
 
 
@@ -109,11 +113,21 @@ def load_recipes(root: Path | None = None, extra: Iterable[Path] = ()) -> dict[s
     for recipe in recipes.values():
         if recipe.base is not None and recipe.base not in recipes:
             raise RecipeError(f"{recipe.path / METADATA}: field 'base': unknown recipe {recipe.base!r}")
+    for recipe in recipes.values():
+        chain = [recipe.name]
+        parent = recipe.base
+        while parent is not None:
+            if parent in chain:
+                raise RecipeError(
+                    f"{recipe.path / METADATA}: field 'base': cycle {' -> '.join([*chain, parent])}"
+                )
+            chain.append(parent)
+            parent = recipes[parent].base
     return recipes
 
 
 def context_files(recipe: Recipe) -> list[Path]:
-    """The recipe's files, sorted, as the build context sends them (dot-files and caches skipped)."""
+    """The recipe's files, sorted, as the build context sends them (Python caches skipped)."""
     files = []
     for dirpath, dirnames, filenames in os.walk(recipe.path):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
