@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import logging
 import os
 import tarfile
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -19,7 +21,7 @@ from pydantic import BaseModel
 from ..errors import ImageBuildError, RecipeError
 from ..sandbox.engine import LABEL, translate_errors
 from .bootstrap import debootstrap_import, label_image, try_pull
-from .recipes import Recipe, context_files, load_recipes, recipe_hash
+from .recipes import TAG_PREFIX, Recipe, context_files, load_recipes, recipe_hash
 
 __all__ = ["ImageBuilder", "ImageStatus", "host_ca_bundle"]
 
@@ -106,11 +108,7 @@ class ImageBuilder:
         return self._tags[name]
 
     def exists(self, name: str) -> bool:
-        try:
-            self.client.images.get(self.tag(name))
-            return True
-        except docker.errors.ImageNotFound:
-            return False
+        return self._image_exists(self.tag(name))
 
     def status(self) -> list[ImageStatus]:
         rows = []
@@ -169,9 +167,24 @@ class ImageBuilder:
 
     def _build_dockerfile(self, recipe: Recipe, tag: str, labels: dict[str, str], emit) -> None:
         parent = self.tag(recipe.base) if recipe.base else None
-        context = self._context_tar(recipe)
+        with tempfile.SpooledTemporaryFile(max_size=64 << 20) as context:
+            with tarfile.open(fileobj=context, mode="w") as tar:
+                for path in context_files(recipe):
+                    tar.add(path, arcname=path.relative_to(recipe.path).as_posix(), recursive=False)
+                self._add_extra_context(tar)
+            context.seek(0)
+            self._run_build(recipe.name, context, tag, parent, labels, emit)
+
+    def _add_extra_context(self, tar: tarfile.TarFile, files: dict[str, bytes] | None = None) -> None:
+        for name, data in {**self.extra_context, **(files or {})}.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data))
+
+    def _run_build(self, name: str, context, tag: str, parent: str | None, labels: dict[str, str], emit) -> None:
         tail: list[str] = []
-        with translate_errors(f"building {recipe.name}"), _build_errors(recipe.name):
+        with translate_errors(f"building {name}"), _build_errors(name):
             events = self.client.api.build(
                 fileobj=context,
                 custom_context=True,
@@ -188,7 +201,7 @@ class ImageBuilder:
                 if "error" in event:
                     if error is None:
                         detail = " | ".join(tail[-3:])
-                        error = f"building {recipe.name}: {event['error'].strip()}" + (f" ({detail})" if detail else "")
+                        error = f"building {name}: {event['error'].strip()}" + (f" ({detail})" if detail else "")
                     continue
                 line = event.get("stream", "").strip()
                 if line:
@@ -197,15 +210,56 @@ class ImageBuilder:
             if error is not None:
                 raise ImageBuildError(error)
 
-    def _context_tar(self, recipe: Recipe) -> io.BytesIO:
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            for path in context_files(recipe):
-                tar.add(path, arcname=path.relative_to(recipe.path).as_posix(), recursive=False)
-            for name, data in self.extra_context.items():
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                info.mode = 0o644
-                tar.addfile(info, io.BytesIO(data))
-        buf.seek(0)
-        return buf
+    # --- generated images (families build per-repo and per-task layers this way) ---------
+
+    def generated_tag(self, repository: str, dockerfile: str, parent: str | None, key: str) -> str:
+        digest = hashlib.sha256(f"{repository}\n{parent}\n{key}\n{dockerfile}".encode())
+        for name, data in sorted(self.extra_context.items()):
+            digest.update(name.encode() + data)
+        return f"{repository}:{digest.hexdigest()[:12]}"
+
+    def build_generated(
+        self,
+        repository: str,
+        dockerfile: str,
+        *,
+        parent: str | None,
+        key: str,
+        files: Callable[[], dict[str, bytes | Path]] | None = None,
+        labels: dict[str, str] | None = None,
+        on_event: OnEvent | None = None,
+        force: bool = False,
+    ) -> str:
+        """Build a Dockerfile made by code (``FROM ${BASE}`` gets ``parent``).
+
+        The tag hashes ``dockerfile``, ``parent`` and ``key`` (what the context
+        files derive from, e.g. a repository and commit), so ``files`` is only
+        called, and the context only made, when the image is missing.
+        """
+        tag = self.generated_tag(repository, dockerfile, parent, key)
+        with self._lock(tag):
+            if not force and self._image_exists(tag):
+                return tag
+            name = repository.removeprefix(TAG_PREFIX)
+            emit = (lambda line: on_event(name, line)) if on_event else (lambda line: None)
+            started = time.monotonic()
+            with tempfile.SpooledTemporaryFile(max_size=64 << 20) as context:
+                with tarfile.open(fileobj=context, mode="w") as tar:
+                    self._add_extra_context(tar, {"Dockerfile": dockerfile.encode()})
+                    for arcname, content in (files() if files else {}).items():
+                        if isinstance(content, Path):
+                            tar.add(content, arcname=arcname)
+                        else:
+                            self._add_extra_context(tar, {arcname: content})
+                context.seek(0)
+                all_labels = {LABEL: "image", "sandgym.recipe": name, "sandgym.tag": tag, **(labels or {})}
+                self._run_build(name, context, tag, parent, all_labels, emit)
+            log.info("built %s in %.0fs", tag, time.monotonic() - started)
+            return tag
+
+    def _image_exists(self, tag: str) -> bool:
+        try:
+            self.client.images.get(tag)
+            return True
+        except docker.errors.ImageNotFound:
+            return False
