@@ -27,6 +27,8 @@ app = typer.Typer(
 )
 images_app = typer.Typer(help="Build and list the images sandboxes run in.", no_args_is_help=True)
 app.add_typer(images_app, name="images")
+tasks_app = typer.Typer(help="List, show and validate task datasets.", no_args_is_help=True)
+app.add_typer(tasks_app, name="tasks")
 
 console = Console()
 err_console = Console(stderr=True)
@@ -137,6 +139,102 @@ def images_list(as_json: bool = typer.Option(False, "--json", help="Print JSON."
             f"{r.size_mb:.0f} MB" if r.size_mb is not None else "", r.source or "",
         )
     console.print(table)
+
+
+# --- tasks -------------------------------------------------------------------------
+
+
+def _load(source: str, skip_invalid: bool):
+    from ..envs.tasks import load_tasks
+
+    errors: list[str] = []
+    tasks = load_tasks(source, skip_invalid=skip_invalid, errors=errors)
+    for error in errors:
+        err_console.print(f"[yellow]skipped:[/] {error}", highlight=False, soft_wrap=True)
+    return tasks, errors
+
+
+_SOURCE_HELP = "A shipped dataset name (swe), a .jsonl/.json file, or a folder of them."
+
+
+@tasks_app.command("list")
+def tasks_list(
+    source: str = typer.Argument("swe", help=_SOURCE_HELP),
+    skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Report bad records and go on."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """List the tasks of a dataset."""
+    tasks, _ = _load(source, skip_invalid)
+    if as_json:
+        print(json.dumps([t.model_dump(mode="json", include={"instance_id", "repo", "language", "difficulty"}) for t in tasks]))
+        return
+    table = Table(title=f"{len(tasks)} tasks from {source}")
+    for column in ("id", "repo", "language", "difficulty", "F2P", "P2P", "confounders"):
+        table.add_column(column, no_wrap=True)
+    for t in tasks:
+        table.add_row(
+            t.instance_id, getattr(t, "repo", ""), getattr(t, "language", ""), t.difficulty or "",
+            str(len(getattr(t, "fail_to_pass", []))), str(len(getattr(t, "pass_to_pass", []))),
+            ",".join(getattr(t, "confounders", [])),
+        )
+    console.print(table)
+
+
+@tasks_app.command("show")
+def tasks_show(
+    task_id: str = typer.Argument(..., help="The task's instance_id."),
+    source: str = typer.Option("swe", "--tasks", help=_SOURCE_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the record as JSON."),
+) -> None:
+    """Show one task: its statement, repository, tests and (with --json) the whole record."""
+    tasks, _ = _load(source, skip_invalid=True)
+    match = [t for t in tasks if t.instance_id == task_id]
+    if not match:
+        raise typer.BadParameter(f"no task {task_id!r} in {source}")
+    task = match[0]
+    if as_json:
+        print(task.model_dump_json(by_alias=True))
+        return
+    console.rule(f"[bold]{task.instance_id}")
+    for key in ("repo", "base_commit", "language", "difficulty", "confounders", "source"):
+        value = getattr(task, key, None)
+        if value:
+            console.print(f"[bold]{key}:[/] {value}", highlight=False)
+    if hasattr(task, "fail_to_pass"):
+        console.print(f"[bold]FAIL_TO_PASS ({len(task.fail_to_pass)}):[/] " + ", ".join(task.fail_to_pass), highlight=False)
+        console.print(f"[bold]PASS_TO_PASS:[/] {len(task.pass_to_pass)} tests", highlight=False)
+    console.rule("problem statement")
+    console.print(task.problem_statement, highlight=False, markup=False)
+
+
+@tasks_app.command("validate")
+def tasks_validate(
+    source: str = typer.Argument("swe", help=_SOURCE_HELP),
+    as_json: bool = typer.Option(False, "--json", help="End with one JSON line of totals."),
+    concurrency: int = typer.Option(2, "--concurrency", "-j", min=1, help="Tasks validated at once."),
+    skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Report bad records and go on."),
+) -> None:
+    """Build each task's image, run its oracle and an empty solution; the oracle must score 1, empty 0."""
+    from .validate import validate_tasks
+
+    tasks, load_errors = _load(source, skip_invalid)
+
+    def on_done(r) -> None:
+        mark = "[green]ok[/]" if r.ok else "[red]FAIL[/]"
+        detail = r.error or f"oracle {r.oracle_score:g}, empty {r.empty_score:g}"
+        console.print(f"{mark} {r.task}: {detail}", highlight=False)
+
+    report = anyio.run(lambda: validate_tasks(tasks, concurrency=concurrency, on_done=on_done))
+    report.failures.extend({"task": None, "reason": e} for e in load_errors)
+    console.print(
+        f"[bold]{report.tasks} tasks, {report.repos} repos, languages {', '.join(report.languages)}: "
+        f"oracle passed {report.oracle_pass}, empty passed {report.empty_pass}[/]",
+        highlight=False,
+    )
+    if as_json:
+        print(report.model_dump_json())
+    if report.failures:
+        raise typer.Exit(1)
 
 
 # --- exec ----------------------------------------------------------------------------

@@ -134,7 +134,8 @@ class AsyncEnv:
             info["invalid_action"] = True
         info.update(output.data)
         info["tool_error"] = output.error
-        info["duration"] = time.monotonic() - started
+        if "invalid_action" not in info:  # nothing ran: no timing (keeps info deterministic, as check_env wants)
+            info["duration"] = time.monotonic() - started
         elapsed = time.monotonic() - self._started
         truncated = not terminated and (self._steps >= self.config.max_steps or elapsed >= self.config.max_time)
         reward = 0.0

@@ -1,0 +1,162 @@
+"""Log parsers against the real output of pytest, unittest and node's test runner, run here."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from sandgym.envs.families.swe.parsers import get_parser
+
+PYTEST_SUITE = textwrap.dedent(
+    """
+    import pytest
+
+    def test_ok():
+        assert True
+
+    def test_fail():
+        assert 1 == 2
+
+    @pytest.mark.parametrize("x", [1, 2])
+    def test_param(x):
+        assert x == 1
+
+    class TestGroup:
+        def test_inner(self):
+            pass
+
+        @pytest.mark.skip(reason="later")
+        def test_skipped(self):
+            pass
+
+        @pytest.mark.xfail(reason="known")
+        def test_xfail(self):
+            assert False
+
+    @pytest.fixture
+    def broken():
+        raise RuntimeError("fixture")
+
+    def test_error(broken):
+        pass
+    """
+)
+
+EXPECTED_PYTEST = {
+    "tests/test_demo.py::test_ok": "PASSED",
+    "tests/test_demo.py::test_fail": "FAILED",
+    "tests/test_demo.py::test_param[1]": "PASSED",
+    "tests/test_demo.py::test_param[2]": "FAILED",
+    "tests/test_demo.py::TestGroup::test_inner": "PASSED",
+    "tests/test_demo.py::TestGroup::test_skipped": "SKIPPED",
+    "tests/test_demo.py::TestGroup::test_xfail": "XFAIL",
+    "tests/test_demo.py::test_error": "ERROR",
+}
+
+
+def test_pytest_report_and_log(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "test_demo.py").write_text(PYTEST_SUITE)
+    parser = get_parser("pytest")
+    report = tmp_path / "report.xml"
+    cmd = parser.command(f"{sys.executable} -m pytest -rA -p no:cacheprovider", str(report))
+    out = subprocess.run(cmd, shell=True, cwd=tmp_path, capture_output=True, text=True)
+    statuses = parser.parse(out.stdout, report.read_text())
+    assert statuses == EXPECTED_PYTEST
+    from_log = parser.parse(out.stdout, None)
+    assert from_log["tests/test_demo.py::test_ok"] == "PASSED"
+    assert from_log["tests/test_demo.py::test_param[2]"] == "FAILED"
+    assert from_log["tests/test_demo.py::test_error"] == "ERROR"
+
+
+UNITTEST_SUITE = textwrap.dedent(
+    '''
+    import unittest
+
+    class TestMath(unittest.TestCase):
+        def test_ok(self):
+            self.assertEqual(1, 1)
+
+        def test_fail(self):
+            self.assertEqual(1, 2)
+
+        def test_documented(self):
+            """A docstring changes how -v prints the line."""
+            print("noise on stdout: test_fake (tests.test_m.TestMath.test_fake) ... ok")
+
+        @unittest.skip("later")
+        def test_skip(self):
+            pass
+
+        def test_error(self):
+            raise RuntimeError("boom")
+
+        @unittest.expectedFailure
+        def test_expected(self):
+            self.assertEqual(1, 2)
+    '''
+)
+
+
+def test_unittest_report(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "test_m.py").write_text(UNITTEST_SUITE)
+    parser = get_parser("unittest")
+    report = tmp_path / "report.txt"
+    cmd = parser.command(f"{sys.executable} -m unittest -v", str(report))
+    out = subprocess.run(cmd, shell=True, cwd=tmp_path, capture_output=True, text=True)
+    statuses = parser.parse(out.stdout, report.read_text())
+    prefix = "tests.test_m.TestMath."
+    assert statuses == {
+        prefix + "test_ok": "PASSED",
+        prefix + "test_fail": "FAILED",
+        prefix + "test_documented": "PASSED",
+        prefix + "test_skip": "SKIPPED",
+        prefix + "test_error": "ERROR",
+        prefix + "test_expected": "XFAIL",
+    }  # the fake line printed on stdout is not in the report
+
+
+NODE_SUITE = textwrap.dedent(
+    """
+    const test = require('node:test');
+    const assert = require('node:assert');
+
+    test('adds numbers', () => { assert.strictEqual(1 + 1, 2); });
+    test('fails loudly', () => { assert.strictEqual(1, 2); });
+    test('is skipped', { skip: 'later' }, () => {});
+    test('has a todo', { todo: 'soon' }, () => { assert.fail('not yet'); });
+    test('has subtests', async (t) => {
+      await t.test('inner one', () => {});
+    });
+    """
+)
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed on this host")
+def test_tap_report(tmp_path):
+    (tmp_path / "test").mkdir()
+    (tmp_path / "test" / "demo.test.js").write_text(NODE_SUITE)
+    parser = get_parser("tap")
+    report = tmp_path / "report.tap"
+    cmd = parser.command("node --test --test-reporter=tap", str(report))
+    subprocess.run(cmd, shell=True, cwd=tmp_path, capture_output=True, text=True)
+    statuses = parser.parse("", report.read_text())
+    assert statuses == {
+        "adds numbers": "PASSED",
+        "fails loudly": "FAILED",
+        "is skipped": "SKIPPED",
+        "has a todo": "XFAIL",
+        "has subtests": "PASSED",
+    }
+
+
+def test_unknown_parser_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown log parser 'nope'"):
+        get_parser("nope")
