@@ -43,18 +43,33 @@ class ValidationReport(BaseModel):
     results: list[TaskValidation] = Field(default_factory=list, exclude=True)
 
 
-async def run_calls(env: AsyncEnv, task: TaskBase, calls: Sequence[ToolCall]) -> float:
-    """Reset on ``task``, play ``calls`` (ending in submit), return the final reward."""
+async def run_calls(env: AsyncEnv, task: TaskBase, calls: Sequence[ToolCall]) -> tuple[float, dict]:
+    """Reset on ``task``, play ``calls`` (ending in submit); the final reward and info."""
     await env.reset(task)
-    reward, done = 0.0, False
+    reward, done, info = 0.0, False, {}
     for call in calls:
         _, reward, terminated, truncated, info = await env.step(call)
         if terminated or truncated:
             done = True
             break
     if not done:
-        _, reward, *_ = await env.step(ToolCall(name="submit"))
-    return reward
+        _, reward, _, _, info = await env.step(ToolCall(name="submit"))
+    return reward, info
+
+
+def _test_list_problems(grade: dict) -> str | None:
+    """With no fix, every FAIL_TO_PASS test must fail and every PASS_TO_PASS test pass."""
+    details = grade.get("details", {})
+    if "fail_to_pass" not in details:
+        return None
+    passing = [t for t, s in details["fail_to_pass"].items() if s in ("PASSED", "XFAIL")]
+    failing = list(details.get("pass_to_pass_failed", {}))
+    problems = []
+    if passing:
+        problems.append(f"FAIL_TO_PASS tests pass without the fix: {passing[:3]}")
+    if failing:
+        problems.append(f"PASS_TO_PASS tests fail without the fix: {failing[:3]}")
+    return "; ".join(problems) or None
 
 
 async def _validate_one(
@@ -65,8 +80,10 @@ async def _validate_one(
     )
     env = AsyncEnv(family, config=EnvConfig(max_steps=20, run_label="validate"), provider=provider, builder=builder)
     try:
-        result.oracle_score = await run_calls(env, task, env.family.oracle(task))
-        result.empty_score = await run_calls(env, task, [ToolCall(name="submit")])
+        result.oracle_score, oracle_info = await run_calls(env, task, env.family.oracle(task))
+        result.oracle_details = oracle_info.get("grade", {})
+        result.empty_score, empty_info = await run_calls(env, task, [ToolCall(name="submit")])
+        result.error = _test_list_problems(empty_info.get("grade", {}))
     except SandgymError as exc:
         result.error = str(exc)
     except Exception as exc:  # a broken task must not stop the others

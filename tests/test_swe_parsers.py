@@ -99,6 +99,11 @@ UNITTEST_SUITE = textwrap.dedent(
         @unittest.expectedFailure
         def test_expected(self):
             self.assertEqual(1, 2)
+
+        def test_subtests(self):
+            for i in range(3):
+                with self.subTest(i=i):
+                    self.assertLess(i, 1)
     '''
 )
 
@@ -120,6 +125,7 @@ def test_unittest_report(tmp_path):
         prefix + "test_skip": "SKIPPED",
         prefix + "test_error": "ERROR",
         prefix + "test_expected": "XFAIL",
+        prefix + "test_subtests": "FAILED",
     }  # the fake line printed on stdout is not in the report
 
 
@@ -132,6 +138,7 @@ NODE_SUITE = textwrap.dedent(
     test('fails loudly', () => { assert.strictEqual(1, 2); });
     test('is skipped', { skip: 'later' }, () => {});
     test('has a todo', { todo: 'soon' }, () => { assert.fail('not yet'); });
+    test('SemVer#inc keeps a hash', () => {});
     test('has subtests', async (t) => {
       await t.test('inner one', () => {});
     });
@@ -154,6 +161,7 @@ def test_tap_report(tmp_path):
         "is skipped": "SKIPPED",
         "has a todo": "XFAIL",
         "has subtests": "PASSED",
+        "SemVer#inc keeps a hash": "PASSED",
     }
 
 

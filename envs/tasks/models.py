@@ -46,6 +46,14 @@ class InstallConfig(BaseModel):
     log_parser: str = Field(default="pytest", description="Name of the parser for the test output.")
     base_image: str = Field(default="sandbox", description="Image recipe the environment builds on.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _commands_alias(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "commands" in data and "install" not in data:
+            data = {**data, "install": data["commands"]}
+            del data["commands"]
+        return data
+
     @field_validator("test_cmd", mode="before")
     @classmethod
     def _join_commands(cls, value: Any) -> Any:

@@ -116,6 +116,7 @@ class UnittestParser(Parser):
         r"(?P<status>ok|FAIL|ERROR|skipped|expected failure|unexpected success)",
         re.M,
     )
+    _SUBTEST = re.compile(r"^\s+(?P<method>\w+) \((?P<id>[\w.]+)\) \(.*\) \.\.\. (?P<status>FAIL|ERROR)\s*$", re.M)
     _MAP = {"ok": "PASSED", "FAIL": "FAILED", "ERROR": "ERROR", "skipped": "SKIPPED",
             "expected failure": "XFAIL", "unexpected success": "FAILED"}
 
@@ -130,6 +131,12 @@ class UnittestParser(Parser):
             if not test_id.endswith("." + match.group("method")):  # Python < 3.11 prints module.Class
                 test_id = f"{test_id}.{match.group('method')}"
             statuses[test_id] = self._MAP[match.group("status")]
+        for match in self._SUBTEST.finditer(text):  # a failing subtest fails its test
+            test_id = match.group("id")
+            if not test_id.endswith("." + match.group("method")):
+                test_id = f"{test_id}.{match.group('method')}"
+            if statuses.get(test_id) != "ERROR":
+                statuses[test_id] = self._MAP[match.group("status")]
         return statuses
 
 
@@ -137,7 +144,8 @@ class UnittestParser(Parser):
 class TapParser(Parser):
     """TAP (``node --test --test-reporter=tap``): top-level ``ok N - name`` / ``not ok N - name``."""
 
-    _LINE = re.compile(r"^(not ok|ok) \d+ - (.*?)(?:\s+#\s*(SKIP|TODO)\b.*)?$", re.I)
+    _LINE = re.compile(r"^(not ok|ok) \d+ - (.*?)(?:\s+(?<!\\)#\s*(SKIP|TODO)\b.*)?$", re.I)
+    _ESCAPE = re.compile(r"\\([\\#])")  # TAP escapes '#' and '\' in names
 
     def command(self, test_cmd: str, report: str) -> str:
         return f"{test_cmd} --test-reporter-destination={report}"
@@ -149,7 +157,8 @@ class TapParser(Parser):
             match = self._LINE.match(line)  # top level only: subtests are indented
             if not match:
                 continue
-            ok, name, directive = match.group(1).lower() == "ok", match.group(2).strip(), (match.group(3) or "").upper()
+            ok, directive = match.group(1).lower() == "ok", (match.group(3) or "").upper()
+            name = self._ESCAPE.sub(r"\1", match.group(2).strip())
             if directive == "SKIP":
                 statuses[name] = "SKIPPED"
             elif directive == "TODO":

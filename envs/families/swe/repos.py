@@ -21,6 +21,8 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import threading
+import uuid
 from pathlib import Path
 
 from ...errors import InfrastructureError
@@ -36,6 +38,9 @@ _IDENTITY = {
     "GIT_AUTHOR_NAME": "sandgym examples",
     "GIT_AUTHOR_EMAIL": "examples@sandgym.invalid",
 }
+
+
+_replay_lock = threading.Lock()
 
 
 class RepoError(InfrastructureError):
@@ -67,7 +72,7 @@ def replay_history(patches: list[Path], dest: Path) -> str:
     _git("init", "-q", "-b", "main", str(dest))
     _git(
         "-c", "core.autocrlf=false", "-c", "commit.gpgsign=false",
-        "am", "-q", "--committer-date-is-author-date", "--whitespace=nowarn", *map(str, patches),
+        "am", "-q", "--committer-date-is-author-date", "--whitespace=nowarn", *(str(p.resolve()) for p in patches),
         cwd=dest, env=_IDENTITY,
     )
     return _git("rev-parse", "HEAD", cwd=dest).strip()
@@ -94,10 +99,14 @@ def resolve_repo(task: SWETask, mirror: str | Path | None = None) -> str:
     if patches:
         digest = hashlib.sha256(b"".join(p.read_bytes() for p in patches)).hexdigest()[:12]
         dest = cache_dir() / "repos" / f"{owner}__{name}-{digest}"
-        if not (dest / ".git").is_dir():
-            tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
-            replay_history(patches, tmp)
-            tmp.rename(dest)
+        with _replay_lock:
+            if not (dest / ".git").is_dir():
+                tmp = dest.with_name(f"{dest.name}.tmp-{uuid.uuid4().hex[:8]}")
+                replay_history(patches, tmp)
+                try:
+                    tmp.rename(dest)
+                except OSError:  # another process finished first
+                    shutil.rmtree(tmp, ignore_errors=True)
         return str(dest)
     template = os.environ.get("SANDGYM_GIT_URL", "https://github.com/{repo}.git")
     return template.format(repo=task.repo)
