@@ -107,3 +107,30 @@ def test_qemu_probe_tells_working_from_broken():
     bogus = probe_accel("no-such-accelerator")
     assert not bogus.usable
     assert bogus.detail
+
+
+def test_tasks_list_and_show():
+    out = sandgym("tasks", "list", "swe", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert len(rows) >= 12 and {"instance_id", "repo", "language", "difficulty"} <= set(rows[0])
+    first = rows[0]["instance_id"]
+    shown = sandgym("tasks", "show", first)
+    assert shown.returncode == 0 and first in shown.stdout and "problem statement" in shown.stdout
+    record = json.loads(sandgym("tasks", "show", first, "--json").stdout)
+    assert record["instance_id"] == first and isinstance(record["FAIL_TO_PASS"], list)
+
+
+def test_tasks_bad_file_is_one_line_and_skip_invalid_goes_on(tmp_path):
+    good = json.loads(sandgym("tasks", "show", "verso-1", "--json").stdout)
+    path = tmp_path / "mixed.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "instance_id": "broken-1", "base_commit": "xyz"}) + "\n")
+    out = sandgym("tasks", "list", str(path))
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    line = out.stderr.strip()
+    assert len(line.splitlines()) == 1
+    assert f"{path}:2" in line and "broken-1" in line and "base_commit" in line
+    out = sandgym("tasks", "list", str(path), "--skip-invalid", "--json")
+    assert out.returncode == 0
+    assert [r["instance_id"] for r in json.loads(out.stdout)] == ["verso-1"]
+    assert "broken-1" in out.stderr
