@@ -56,7 +56,7 @@ _BOOT_SLEEP = 'echo SANDGYM-NOPYTHON; exec sleep "$2"'
 _KILL_MARKED = (
     'for p in /proc/[0-9]*; do '
     'if tr "\\0" "\\n" < "$p/environ" 2>/dev/null | grep -qx "SANDGYM_EXEC=$0"; '
-    'then kill -9 "${p#/proc/}" 2>/dev/null; fi; done; true'
+    'then kill -9 "${p#/proc/}" 2>/dev/null && echo "${p#/proc/}"; fi; done; true'
 )
 _HOST_SLACK = 30.0  # extra seconds the host waits past a command's own timeout
 
@@ -318,12 +318,28 @@ class DockerSandbox(Sandbox):
         update: dict = {}
         if killed or result.exit_code == 124 or (result.exit_code == 137 and result.duration >= timeout):
             update["timed_out"] = True
+            self._kill_leftovers(marker)
         elif result.exit_code == 137:
             now = self._read_oom_kills()
             if now is not None and self._oom_kills is not None and now > self._oom_kills:
                 update["oom_killed"] = True
             self._oom_kills = now
         return result.model_copy(update=update) if update else result
+
+    def _kill_leftovers(self, marker: str) -> None:
+        """After a timeout, kill what escaped ``timeout``'s group kill (forks racing it, daemons).
+
+        A fork bomb may hold every pid, so a kill exec can itself fail to start: retry a while.
+        """
+        for _ in range(20):
+            try:
+                sweep = self._exec_run([_KILL_MARKED, marker], limit=4096)
+            except SandboxError:
+                sweep = None
+            if sweep is not None and sweep.exit_code == 0 and not sweep.output.strip():
+                return
+            time.sleep(0.2)
+        log.warning("%s: processes of a timed-out command may survive", self.name)
 
     def _read_oom_kills(self) -> int | None:
         out = self._exec_run(
