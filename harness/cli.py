@@ -5,13 +5,23 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from importlib.metadata import version as package_version
+from pathlib import Path
 from typing import List, Optional
 
 import anyio
 import typer
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from ..envs.errors import SandboxUnavailable, SandgymError
@@ -235,6 +245,119 @@ def tasks_validate(
         print(report.model_dump_json())
     if report.failures:
         raise typer.Exit(1)
+
+
+# --- run, report, export --------------------------------------------------------------
+
+
+@app.command()
+def run(
+    tasks: str = typer.Option(..., "--tasks", help=_SOURCE_HELP),
+    agent: List[str] = typer.Option(..., "--agent", help="Agent: oracle, random, llm, replay:PATH (repeatable)."),
+    epochs: int = typer.Option(1, "--epochs", min=1, help="Episodes per agent and task."),
+    concurrency: int = typer.Option(4, "--concurrency", "-j", min=1, help="Episodes at once."),
+    max_steps: int = typer.Option(30, "--max-steps", min=1, help="Steps per episode."),
+    max_time: float = typer.Option(1800.0, "--max-time", help="Wall seconds per episode."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Tokens per episode (LLM agents)."),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="USD per episode (LLM agents)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Run folder; rerun with the same one to resume."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name for the llm agent."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint for the llm agent."),
+    seed: int = typer.Option(0, "--seed", help="Seed for agents and task order."),
+    infra_retries: int = typer.Option(2, "--infra-retries", min=0, help="Retries after infrastructure errors."),
+    skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Skip malformed task records."),
+) -> None:
+    """Run every agent on every task EPOCHS times; write trajectories, results and a report to --out."""
+    from .report import render_report, results_table
+    from .results import compute_results
+    from .runner import RunConfig, Runner
+    from .trajectory import load_trajectories
+
+    task_list, _ = _load(tasks, skip_invalid)
+    llm_options = {k: v for k, v in {"model": model, "base_url": base_url}.items() if v is not None}
+    config = RunConfig(
+        tasks=tasks, agents=agent, epochs=epochs, concurrency=concurrency, max_steps=max_steps, max_time=max_time,
+        max_tokens=max_tokens, max_cost=max_cost, infra_retries=infra_retries, seed=seed,
+        agent_options={"llm": llm_options} if llm_options else {},
+    )
+    out = out or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
+    for spec in agent:  # an unknown agent name fails before any work
+        from ..agents.base import AGENTS
+
+        if spec.split(":")[0] not in AGENTS:
+            raise typer.BadParameter(f"unknown agent {spec!r} (known: {', '.join(AGENTS)})")
+    progress = Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console,
+    )
+    counts = {"running": 0, "failed": 0, "resolved": 0, "retries": 0}
+    bar = progress.add_task("starting", total=None)
+
+    def describe() -> str:
+        return (f"running [bold]{counts['running']}[/]  resolved [green]{counts['resolved']}[/]  "
+                f"failed [red]{counts['failed']}[/]  infra retries {counts['retries']}")
+
+    def on_event(event) -> None:
+        if event.kind == "queued":
+            progress.update(bar, total=(progress.tasks[0].total or 0) + 1)
+        elif event.kind == "started":
+            counts["running"] += 1
+        elif event.kind == "retry":
+            counts["retries"] += 1
+        elif event.kind in ("finished", "interrupted"):
+            counts["running"] -= 1
+            counts["failed"] += event.status == "error"
+            counts["resolved"] += bool(event.resolved)
+            if event.status == "error":
+                progress.console.print(f"[red]error[/] {event.episode_id}: {event.detail}", highlight=False)
+            progress.advance(bar)
+        progress.update(bar, description=describe())
+
+    runner = Runner(config, task_list, out, on_event=on_event)
+    console.print(f"run folder: {out}  ({len(agent)} agent(s) x {len(task_list)} task(s) x {epochs} epoch(s))", highlight=False)
+    with progress:
+        if not runner.episodes():
+            progress.update(bar, total=0)
+        anyio.run(runner.run)
+    results = compute_results(load_trajectories(out))
+    console.print(results_table(results))
+    md, html, png = render_report(out)
+    console.print(f"report: {html}  ({md}, {png})", highlight=False)
+
+
+@app.command()
+def report(
+    run_dir: Path = typer.Argument(..., help="A run folder written by `sandgym run`."),
+    as_json: bool = typer.Option(False, "--json", help="End with one JSON line of results."),
+) -> None:
+    """Print the results of a run and write report.md, report.html and a plot into it."""
+    from .report import render_report, results_table
+    from .results import compute_results, results_json
+    from .trajectory import load_trajectories
+
+    if not (run_dir / "trajectories").is_dir():
+        raise typer.BadParameter(f"{run_dir} is not a run folder (no trajectories/)")
+    results = compute_results(load_trajectories(run_dir))
+    console.print(results_table(results))
+    md, html, png = render_report(run_dir)
+    console.print(f"report: {html}  ({md}, {png})", highlight=False)
+    if as_json:
+        print(json.dumps(results_json(results)))
+
+
+@app.command()
+def export(
+    run_dir: Path = typer.Argument(..., help="A run folder written by `sandgym run`."),
+    fmt: str = typer.Option("jsonl", "--format", help="jsonl or parquet."),
+    out: Path = typer.Option(..., "--out", help="The file to write."),
+) -> None:
+    """Export one row per episode (OpenAI chat messages, reward, ids) for SFT/RL training."""
+    from .export import export_run
+
+    if fmt not in ("jsonl", "parquet"):
+        raise typer.BadParameter("--format must be jsonl or parquet")
+    rows = export_run(run_dir, fmt, out)
+    console.print(f"wrote {rows} episode(s) to {out}", highlight=False)
 
 
 # --- exec ----------------------------------------------------------------------------

@@ -149,6 +149,14 @@ class AsyncEnv:
                 reward = grade.score
         return output.text, reward, terminated, truncated, info
 
+    async def finish(self, reason: str) -> tuple[float, dict[str, Any]]:
+        """End the episode from outside (a harness limit such as tokens or cost): grade it as truncated."""
+        if self._done or self.task is None:
+            raise EpisodeError("no episode is running")
+        grade = await self._finish()
+        reward = grade.score if self.config.truncation_reward == "grade" else 0.0
+        return reward, {"task_id": self.task.instance_id, "grade": grade.model_dump(), "termination": reason}
+
     async def _finish(self) -> Grade:
         self._done = True
         assert self.task is not None and self.sandbox is not None and self.image is not None

@@ -1,0 +1,111 @@
+"""The trajectory record: one per episode, versioned, written atomically.
+
+A run directory holds ``manifest.json``, ``trajectories/<episode_id>.json``
+(one file per episode, written to a temporary name and renamed, so a crash
+never leaves half a record) and ``results.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+__all__ = ["FINISHED", "SCHEMA_VERSION", "StepRecord", "Trajectory", "Status", "write_atomic", "episode_id", "load_trajectories"]
+
+SCHEMA_VERSION = 1
+
+Status = Literal["running", "completed", "error", "interrupted"]
+FINISHED: frozenset[str] = frozenset({"completed", "error"})
+Termination = Literal[
+    "submit", "max_steps", "max_time", "max_tokens", "max_cost", "agent_error", "infra_error", "interrupted"
+]
+
+
+class StepRecord(BaseModel):
+    index: int = Field(description="1-based step number.")
+    action: Any = Field(description="The tool call as the agent sent it ({name, arguments, id}), or raw text.")
+    content: str | None = Field(default=None, description="Text the agent said with the call.")
+    format_error: str | None = Field(default=None, description="Why the agent's output was not a valid call.")
+    observation: str
+    reward: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+    info: dict[str, Any] = Field(default_factory=dict, description="The env's info (exit codes, durations, grade).")
+    started_at: float = Field(description="Unix time the step started.")
+    env_s: float = Field(default=0.0, description="Seconds the env took.")
+    agent_s: float = Field(default=0.0, description="Seconds the agent took to decide.")
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    events: list[dict] = Field(default_factory=list, description="Agent-side events: retries, context cuts.")
+
+
+class Trajectory(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    episode_id: str
+    agent: str
+    agent_config: dict[str, Any] = Field(default_factory=dict)
+    task_id: str
+    family: str
+    epoch: int
+    seed: int | None = None
+    instructions: str = ""
+    tools: list[dict] = Field(default_factory=list)
+    steps: list[StepRecord] = Field(default_factory=list)
+    status: Status = "completed"
+    termination: Termination | None = None
+    reward: float = 0.0
+    resolved: bool = False
+    grade: dict[str, Any] | None = None
+    error: str | None = Field(default=None, description="What went wrong, agent- or infrastructure-side.")
+    infra_attempts: list[str] = Field(default_factory=list, description="Infrastructure errors retried before this.")
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    wall_s: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def num_steps(self) -> int:
+        return len(self.steps)
+
+
+def episode_id(agent: str, task_id: str, epoch: int) -> str:
+    safe = lambda s: "".join(c if c.isalnum() or c in "-_." else "_" for c in s)  # noqa: E731
+    return f"{safe(agent)}__{safe(task_id)}__e{epoch}"
+
+
+def write_atomic(path: Path, data: str | bytes, *, durable: bool = True) -> None:
+    """Write ``data`` to ``path`` so readers see the old file or the new one, never a part.
+
+    ``durable`` also fsyncs, so the new content survives a machine crash, not just a process crash.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+            f.flush()
+            if durable:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def load_trajectories(run_dir: Path | str) -> list[Trajectory]:
+    """Every trajectory record of a run, in episode-id order."""
+    folder = Path(run_dir) / "trajectories"
+    records = []
+    for path in sorted(folder.glob("*.json")):
+        records.append(Trajectory.model_validate(json.loads(path.read_text())))
+    return records
