@@ -269,7 +269,8 @@ class Runner:
                 raise
         traj.finished_at = time.time()
         traj.wall_s = traj.finished_at - traj.started_at
-        await self._save(traj, path, durable=True)
+        with anyio.CancelScope(shield=True):  # a finished episode is recorded even if Ctrl-C lands now
+            await self._save(traj, path, durable=True)
         self.on_event(
             EpisodeEvent(kind="finished", episode_id=eid, agent=agent_spec, task_id=task.instance_id,
                          status=traj.status, resolved=traj.resolved, detail=traj.error)
