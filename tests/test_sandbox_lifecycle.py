@@ -189,3 +189,21 @@ async def test_a_sandbox_killed_from_outside_raises_sandbox_died(provider, sandb
             await sb.exec("echo hi", timeout=10)
         assert isinstance(info.value, (SandboxDied, SandboxError))
         assert sb.name in str(info.value)
+
+
+@pytest.mark.slow
+def test_a_new_provider_sweeps_orphans_of_dead_processes(client, sandbox_image):
+    """Even a container that was created but never started (SIGKILL between the two) is removed."""
+    proc, name = _spawn_owner(sandbox_image, "docker-exec", lifetime=3600)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+    never_started = client.api.create_container(
+        sandbox_image, ["true"], labels={LABEL: "pytest-orphan", "sandgym.owner": f"{os.uname().nodename}:{proc.pid}"}
+    )
+    assert _by_name(client, name)
+    provider = DockerProvider(run_label="pytest")
+    provider.client()
+    provider.close()
+    assert not _by_name(client, name)
+    assert not client.api.containers(all=True, filters={"id": never_started["Id"]})

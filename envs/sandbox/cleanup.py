@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
 
 import docker
 import docker.errors
@@ -10,7 +12,7 @@ from pydantic import BaseModel
 
 from .engine import LABEL, translate_errors
 
-__all__ = ["CleanupReport", "cleanup"]
+__all__ = ["CleanupReport", "cleanup", "sweep_orphans"]
 
 log = logging.getLogger(__name__)
 
@@ -59,3 +61,39 @@ def cleanup(client: docker.DockerClient, *, run_label: str | None = None, images
                 report.errors.append(f"image {name}: {exc.explanation}")
     log.info("cleanup removed %d containers, %d images", len(report.containers), len(report.images))
     return report
+
+
+def _owner_dead(owner: str) -> bool:
+    """True when ``host:pid`` names a process of this host that no longer runs."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, someone else's
+        return False
+    return False
+
+
+def sweep_orphans(client: docker.DockerClient) -> list[str]:
+    """Remove sandgym containers whose owning process on this host is dead.
+
+    A process SIGKILLed between creating a container and starting it leaves
+    one in state "created", which neither the runner nor the lifetime can
+    end; the next provider on the host removes it (and any other orphan).
+    """
+    removed = []
+    for container in client.api.containers(all=True, filters={"label": "sandgym.owner"}):
+        owner = (container.get("Labels") or {}).get("sandgym.owner", "")
+        if not _owner_dead(owner):
+            continue
+        try:
+            client.api.remove_container(container["Id"], force=True)
+            removed.append(container["Id"][:12])
+        except docker.errors.APIError:
+            continue  # already going
+    if removed:
+        log.info("removed %d orphaned sandbox(es) of dead processes: %s", len(removed), ", ".join(removed))
+    return removed

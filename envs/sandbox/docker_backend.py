@@ -31,6 +31,7 @@ import docker.errors
 from ..errors import SandboxDied, SandboxError
 from .base import ExecResult, Sandbox, SandboxConfig, strip_ansi
 from ._capture import HeadTail
+from .cleanup import sweep_orphans
 from .channel import RunnerChannel, close_attached, iter_frames, raw_socket
 from .engine import LABEL, connect, translate_errors
 
@@ -87,6 +88,7 @@ class DockerProvider:
         with self._client_lock:
             if self._client is None:
                 self._client = connect(self.base_url)
+                sweep_orphans(self._client)
             return self._client
 
     async def start(self, image: str, config: SandboxConfig | None = None, *, name: str | None = None) -> DockerSandbox:
