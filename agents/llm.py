@@ -339,13 +339,15 @@ class LLMAgent:
         except httpx.UnsupportedProtocol as exc:
             raise AgentError(self._scrub(f"bad base_url {self.cfg.base_url!r}: {exc}")) from None
         except (httpx.TransportError, httpx.DecodingError) as exc:
-            raise _Retryable(None, self._scrub(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)) from None
+            reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            raise _Retryable(None, self._scrub(reason)) from None
         status = response.status_code
         if status == 200:
             try:
                 data = response.json()
             except ValueError:
-                raise _Retryable(200, f"the body is not valid JSON ({len(response.content)} bytes; truncated?)") from None
+                size = len(response.content)
+                raise _Retryable(200, f"the body is not valid JSON ({size} bytes; truncated?)") from None
             choices = data.get("choices") if isinstance(data, dict) else None
             if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict) \
                     or not isinstance(choices[0].get("message"), dict):
@@ -354,7 +356,9 @@ class LLMAgent:
         detail = self._detail(response)
         if status in (408, 429) or status >= 500:
             raise _Retryable(status, f"HTTP {status}: {detail}", _retry_after(response.headers.get("retry-after")))
-        raise AgentError(f"{self.cfg.model} at {self.cfg.base_url}: the endpoint refused the request: HTTP {status}: {detail}")
+        raise AgentError(
+            f"{self.cfg.model} at {self.cfg.base_url}: the endpoint refused the request: HTTP {status}: {detail}"
+        )
 
     def _detail(self, response: httpx.Response) -> str:
         """The server's error message, on one short line, without the key."""
@@ -432,5 +436,6 @@ def _shorten(turn: list[dict[str, Any]], excess: int) -> int:
     text = m["content"]
     keep = max(0, len(text) - excess - 80)  # 80: room for the marker
     cut = len(text) - keep
-    m["content"] = text[: keep // 2] + f"\n[... {cut} characters cut to fit the context budget ...]\n" + text[len(text) - (keep - keep // 2):]
+    marker = f"\n[... {cut} characters cut to fit the context budget ...]\n"
+    m["content"] = text[: keep // 2] + marker + text[len(text) - (keep - keep // 2) :]
     return cut

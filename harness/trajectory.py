@@ -82,6 +82,10 @@ def episode_id(agent: str, task_id: str, epoch: int) -> str:
     return f"{safe(agent)}__{safe(task_id)}__e{epoch}"
 
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
 def write_atomic(path: Path, data: str | bytes, *, durable: bool = True) -> None:
     """Write ``data`` to ``path`` so readers see the old file or the new one, never a part.
 
@@ -90,6 +94,7 @@ def write_atomic(path: Path, data: str | bytes, *, durable: bool = True) -> None
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the usual mode
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
             f.flush()

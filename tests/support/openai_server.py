@@ -25,6 +25,7 @@ import json
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
@@ -43,7 +44,7 @@ __all__ = [
 def tool_reply(
     name: str | None, arguments: dict[str, Any] | str | None = None, *, id: str | None = "auto",
     content: str | None = None, usage: tuple[int, int] = (10, 5), finish_reason: str = "tool_calls",
-    also: list[tuple[str, dict[str, Any]]] = (),
+    also: Sequence[tuple[str, dict[str, Any]]] = (),
 ) -> dict[str, Any]:
     """A reply with a tool call; ``arguments`` a dict (JSON-encoded) or a raw string sent verbatim.
 
