@@ -1,8 +1,11 @@
 """Run agents x tasks x epochs with bounded concurrency, limits, retries for infrastructure only, and resume.
 
-Every episode writes ``trajectories/<episode_id>.json`` after each step
-(status ``running``) and once more when it ends (``completed`` or ``error``),
-always by atomic rename. Rerunning the same command on the same ``--out``
+Every episode writes ``trajectories/<episode_id>.json`` while it runs (status
+``running``, at most once a second) and once more when it ends (``completed``
+or ``error``), always by atomic rename from one background writer thread. A
+process killed at any moment leaves each record whole or absent; the run's
+end syncs them to disk (a machine crash before that may lose the last
+records, whose episodes are then simply redone). Rerunning the same command on the same ``--out``
 skips finished episodes and redoes the rest, so a run killed at any moment,
 even by SIGKILL, loses nothing and duplicates nothing. On Ctrl-C, running
 episodes are recorded as ``interrupted`` and their sandboxes removed.
@@ -35,11 +38,15 @@ from ..envs.errors import InfrastructureError, SandgymError
 from ..envs.images import ImageBuilder
 from ..envs.sandbox import DockerProvider
 from ..envs.tasks import TaskBase
-from .trajectory import FINISHED, StepRecord, Trajectory, episode_id, write_atomic
+from .trajectory import FINISHED, RecordWriter, StepRecord, Trajectory, episode_id, write_atomic
 
 __all__ = ["RunConfig", "Runner", "RunError", "EpisodeEvent", "task_set_hash"]
 
 log = logging.getLogger(__name__)
+
+# Seconds between checkpoints of a running episode. They are for watching a run;
+# resume redoes unfinished episodes, so correctness never depends on them.
+CHECKPOINT_S = 1.0
 
 
 class RunError(SandgymError):
@@ -207,14 +214,23 @@ class Runner:
 
         async def one(agent: str, task: TaskBase, epoch: int) -> None:
             async with limiter:
-                await self._run_episode(agent, task, epoch)
+                traj, path = await self._run_episode(agent, task, epoch)
+            # the record is written after the slot is freed: concurrency bounds sandboxes, not file writes
+            with anyio.CancelScope(shield=True):  # a finished episode is recorded even if Ctrl-C lands now
+                await self._save(traj, path)
+            self.on_event(
+                EpisodeEvent(kind="finished", episode_id=traj.episode_id, agent=agent, task_id=task.instance_id,
+                             status=traj.status, resolved=traj.resolved, detail=traj.error)
+            )
 
+        self._writer = RecordWriter()
         try:
             async with anyio.create_task_group() as tg:
                 for agent, task, epoch in todo:
                     tg.start_soon(one, agent, task, epoch)
         finally:
             with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._writer.close)
                 await anyio.to_thread.run_sync(self._finalize, manifest)
         return manifest
 
@@ -232,13 +248,15 @@ class Runner:
                     continue
             manifest["images"] = digests
             write_atomic(self.out / "manifest.json", json.dumps(_scrub(manifest, self._secrets), indent=2))
+        os.sync()  # records were renamed into place without fsync; make them durable once, here
         trajectories = load_trajectories(self.out)
         results = compute_results(trajectories)
         write_atomic(self.out / "results.json", json.dumps(results_json(results), indent=2))
 
     # --- one episode ------------------------------------------------------------------
 
-    async def _run_episode(self, agent_spec: str, task: TaskBase, epoch: int) -> Trajectory:
+    async def _run_episode(self, agent_spec: str, task: TaskBase, epoch: int) -> tuple[Trajectory, Path]:
+        """Play one episode (with its infrastructure retries); the caller writes the final record."""
         eid = episode_id(agent_spec, task.instance_id, epoch)
         path = self.out / "trajectories" / f"{eid}.json"
         seed = self.config.seed * 1_000_003 + epoch
@@ -264,22 +282,18 @@ class Runner:
             except anyio.get_cancelled_exc_class():
                 traj.status, traj.termination = "interrupted", "interrupted"
                 with anyio.CancelScope(shield=True):
-                    await self._save(traj, path, durable=True)
+                    await self._save(traj, path)
                     self.on_event(EpisodeEvent(kind="interrupted", episode_id=eid, agent=agent_spec, task_id=task.instance_id))
                 raise
         traj.finished_at = time.time()
         traj.wall_s = traj.finished_at - traj.started_at
-        with anyio.CancelScope(shield=True):  # a finished episode is recorded even if Ctrl-C lands now
-            await self._save(traj, path, durable=True)
-        self.on_event(
-            EpisodeEvent(kind="finished", episode_id=eid, agent=agent_spec, task_id=task.instance_id,
-                         status=traj.status, resolved=traj.resolved, detail=traj.error)
-        )
-        return traj
+        return traj, path
 
-    async def _save(self, traj: Trajectory, path: Path, *, durable: bool = False) -> None:
-        data = _scrub(traj.model_dump(mode="json"), self._secrets) if self._secrets else traj.model_dump(mode="json")
-        await anyio.to_thread.run_sync(lambda: write_atomic(path, json.dumps(data), durable=durable))
+    async def _save(self, traj: Trajectory, path: Path) -> None:
+        data = traj.model_dump_json()
+        for secret in self._secrets:  # e.g. an API key echoed into an observation
+            data = data.replace(secret, "***")
+        self._writer.put(path, data)
 
     async def _play(self, agent_spec: str, task: TaskBase, traj: Trajectory, path: Path) -> None:
         """One attempt at an episode. Raises InfrastructureError for a retry; fills ``traj`` otherwise."""
@@ -311,6 +325,7 @@ class Runner:
                     await close()
 
     async def _loop(self, agent: Agent, env: EnvLike, traj: Trajectory, obs: str, path: Path) -> None:
+        last_save = time.monotonic()  # checkpoints at most every CHECKPOINT_S
         while True:
             started = time.time()
             t0 = time.monotonic()
@@ -352,7 +367,9 @@ class Runner:
                 self._grade_into(traj, reward, info)
                 traj.status = "completed"
                 return
-            await self._save(traj, path)
+            if time.monotonic() - last_save >= CHECKPOINT_S:
+                await self._save(traj, path)
+                last_save = time.monotonic()
 
     def _over_budget(self, traj: Trajectory) -> str | None:
         if self.config.max_tokens is not None and traj.tokens_in + traj.tokens_out >= self.config.max_tokens:

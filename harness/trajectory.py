@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 import os
+import struct
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-__all__ = ["FINISHED", "SCHEMA_VERSION", "StepRecord", "Trajectory", "Status", "write_atomic", "episode_id", "load_trajectories"]
+__all__ = ["RecordWriter", "FINISHED", "SCHEMA_VERSION", "StepRecord", "Trajectory", "Status", "write_atomic", "episode_id", "load_trajectories"]
 
 SCHEMA_VERSION = 1
 
@@ -114,3 +117,46 @@ def load_trajectories(run_dir: Path | str) -> list[Trajectory]:
     for path in sorted(folder.glob("*.json")):
         records.append(Trajectory.model_validate(json.loads(path.read_text())))
     return records
+
+
+class RecordWriter:
+    """Writes records through a child process (``_record_writer``), so episodes never wait on the disk.
+
+    A thread would do the same but, under the GIL, a writer thread and a busy
+    event loop slow each other down; the child writes in parallel. Safe for
+    resume: a record still in flight when the parent dies is finished by the
+    child if it arrived whole, dropped otherwise, and its episode redone.
+    ``close()`` drains and raises if any write failed.
+    """
+
+    def __init__(self) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "sandgym.harness._record_writer"],
+            stdin=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+    def put(self, path: Path, data: str) -> None:
+        name, body = str(path).encode(), data.encode()
+        assert self._proc.stdin is not None
+        try:
+            self._proc.stdin.write(struct.pack(">II", len(name), len(body)) + name + body)
+            self._proc.stdin.flush()
+        except BrokenPipeError:
+            raise OSError(f"the record writer died: {self._errors()}") from None
+
+    def _errors(self) -> str:
+        assert self._proc.stderr is not None
+        return self._proc.stderr.read().decode(errors="replace").strip()
+
+    def close(self) -> None:
+        assert self._proc.stdin is not None
+        try:
+            self._proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        code = self._proc.wait()
+        errors = self._errors()
+        self._proc.stderr.close()
+        if code != 0:
+            raise OSError(f"writing run records failed: {errors or f'exit {code}'}")

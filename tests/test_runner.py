@@ -77,11 +77,10 @@ def test_ctrl_c_marks_running_episodes_interrupted_and_removes_containers(calc, 
     proc = subprocess.Popen([SANDGYM, "run", "--tasks", str(path), "--agent", "random", "--epochs", "4",
                              "--out", str(run), "-j", "2"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        running = [e for e in _episodes(run).values() if e["status"] == "running"] if (run / "trajectories").exists() else []
-        if running:
+    while time.monotonic() < deadline:  # wait until episodes are running in their sandboxes
+        if len(client.api.containers(filters={"label": "sandgym"})) >= 2:
             break
-        time.sleep(0.05)
+        time.sleep(0.02)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr[-2000:]
