@@ -330,7 +330,14 @@ class Runner:
             started = time.time()
             t0 = time.monotonic()
             try:
-                decision = await agent.act(obs)
+                # an agent that stalls (a hung endpoint) must not outlive the episode's wall-clock limit
+                with anyio.move_on_after(max(0.0, self.config.max_time - (time.time() - traj.started_at))) as wait:
+                    decision = await agent.act(obs)
+                if wait.cancelled_caught:
+                    reward, info = await env.finish("max_time")
+                    self._grade_into(traj, reward, info)
+                    traj.status = "completed"
+                    return
             except AgentError as exc:
                 await self._end_early(env, traj, "agent_error", f"AgentError: {exc}")
                 return

@@ -71,3 +71,19 @@ def test_llm_agent_solves_a_scripted_task_through_the_harness(tmp_path, monkeypa
     for file in [run / "manifest.json", run / "results.json", *sorted((run / "trajectories").glob("*.json"))]:
         assert SECRET not in file.read_text(), file
     assert json.loads((run / "manifest.json").read_text())["agents"]["llm"]["model"] == "scripted-model"
+
+
+def test_a_stalled_endpoint_cannot_outlive_the_episode_time_limit(tmp_path, monkeypatch, provider):
+    from support.openai_server import slow
+
+    path, mirror, _ = make_dataset(tmp_path / "data")
+    monkeypatch.setenv("SANDGYM_REPO_MIRROR", str(mirror))
+    tasks = load_tasks(path)
+    run = tmp_path / "run"
+    with ScriptedServer([tool_reply("bash", {"command": "true"}), slow(30, tool_reply("submit", {}))]) as server:
+        config = RunConfig(tasks=str(path), agents=["llm"], max_time=6,
+                           agent_options={"llm": {"base_url": server.base_url, "request_timeout": 60}})
+        anyio.run(Runner(config, tasks, run, provider=provider).run)
+    [traj] = load_trajectories(run)
+    assert traj.status == "completed" and traj.termination == "max_time"
+    assert traj.wall_s < 20 and not traj.resolved and traj.grade is not None
