@@ -160,11 +160,16 @@ def report_tables(results: Results) -> list[ReportTable]:
 def results_table(results: Results) -> Table:
     """The per-agent table as a rich Table, for the terminal."""
     rows = _agent_rows(results, False)
+    # token and cost columns only say something when some agent used a model
+    used_tokens = any(a.total_tokens or a.total_cost_usd for a in results.agents.values())
+    keep = [i for i, h in enumerate(rows.headers) if used_tokens or not any(w in h for w in ("token", "cost"))]
     table = Table(title="Results (interrupted episodes left out; errors count as unresolved)")
-    for i, h in enumerate(rows.headers):
-        table.add_column(h, justify="right" if i in rows.numeric else "left", overflow="fold")
+    for i in keep:
+        h = rows.headers[i]
+        table.add_column(h, justify="right" if i in rows.numeric else "left",
+                         no_wrap=i == 0 or "CI" in h, overflow="fold")
     for row in rows.rows:
-        table.add_row(*row)
+        table.add_row(*(row[i] for i in keep))
     return table
 
 
