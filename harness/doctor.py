@@ -69,7 +69,7 @@ def _kvm() -> Check:
         name="kvm",
         status="warn",
         detail=f"not usable: {probe.detail}; {fallback} (sandgym falls back to it)",
-        fix=None if tcg.usable else f"apt-get install -y qemu-system-x86",
+        fix=None if tcg.usable else "apt-get install -y qemu-system-x86",
     )
 
 

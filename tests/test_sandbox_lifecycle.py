@@ -9,7 +9,6 @@ import sys
 import textwrap
 import time
 
-import docker
 import pytest
 
 from sandgym.envs.errors import ImageNotFound, SandboxError, SandboxUnavailable

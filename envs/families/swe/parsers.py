@@ -127,17 +127,17 @@ class UnittestParser(Parser):
         text = log if report is None else report
         statuses: dict[str, str] = {}
         for match in self._RESULT.finditer(text):
-            test_id = match.group("id")
-            if not test_id.endswith("." + match.group("method")):  # Python < 3.11 prints module.Class
-                test_id = f"{test_id}.{match.group('method')}"
-            statuses[test_id] = self._MAP[match.group("status")]
+            statuses[self._test_id(match)] = self._MAP[match.group("status")]
         for match in self._SUBTEST.finditer(text):  # a failing subtest fails its test
-            test_id = match.group("id")
-            if not test_id.endswith("." + match.group("method")):
-                test_id = f"{test_id}.{match.group('method')}"
-            if statuses.get(test_id) != "ERROR":
-                statuses[test_id] = self._MAP[match.group("status")]
+            if statuses.get(self._test_id(match)) != "ERROR":
+                statuses[self._test_id(match)] = self._MAP[match.group("status")]
         return statuses
+
+    @staticmethod
+    def _test_id(match: re.Match) -> str:
+        """module.Class.method (Python < 3.11 prints only module.Class in the parentheses)."""
+        test_id, method = match.group("id"), match.group("method")
+        return test_id if test_id.endswith("." + method) else f"{test_id}.{method}"
 
 
 @register_parser("tap")
