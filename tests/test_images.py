@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -286,6 +287,22 @@ def test_broken_recipe_raises_image_build_error(client, sandbox_image, tmp_path,
     with pytest.raises(docker.errors.ImageNotFound):
         client.images.get(tag)
     assert not builder.exists("broken-probe")
+
+
+def test_a_silent_build_is_aborted_as_hung(client, sandbox_image, tmp_path, scratch_images):
+    """No output for idle_timeout seconds ends the build with ImageBuildError, and the engine stops it."""
+    folder = write_recipe(tmp_path / "hung-probe", 'base = "sandbox"\n',
+                          probe_dockerfile("RUN echo started && sleep 60 && echo finished"))
+    builder = ImageBuilder(client, load_recipes(extra=[folder]), idle_timeout=3)
+    scratch_images.append(builder.tag("hung-probe"))
+    start = time.monotonic()
+    with pytest.raises(ImageBuildError, match=r"no output for 3s, aborted as hung \(last output: .*started"):
+        builder.build("hung-probe")
+    assert time.monotonic() - start < 20
+    deadline = time.monotonic() + 15
+    while client.api.containers(all=True, filters={"ancestor": sandbox_image}) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not client.api.containers(all=True, filters={"ancestor": sandbox_image}), "the build's container lives on"
 
 
 # --- malformed recipes ---------------------------------------------------------------

@@ -16,6 +16,8 @@ from typing import Callable
 
 import docker
 import docker.errors
+import requests.exceptions
+import urllib3.exceptions
 from pydantic import BaseModel
 
 from ..errors import ImageBuildError, RecipeError
@@ -79,8 +81,12 @@ class ImageBuilder:
         *,
         trust_host_ca: bool | None = None,
         pull: bool | None = None,
+        idle_timeout: float | None = None,
     ) -> None:
         self.client = client
+        # A build that prints nothing for this long is taken as hung and aborted
+        # (the engine cancels a build whose client goes away).
+        self.idle_timeout = idle_timeout or float(os.environ.get("SANDGYM_BUILD_IDLE_TIMEOUT", 1800))
         self.recipes = recipes if recipes is not None else load_recipes()
         ca = host_ca_bundle() if trust_host_ca is not False else None
         self.extra_context = {_CA_CONTEXT_PATH: ca.read_bytes() if ca else b""}
@@ -184,7 +190,7 @@ class ImageBuilder:
 
     def _run_build(self, name: str, context, tag: str, parent: str | None, labels: dict[str, str], emit) -> None:
         tail: list[str] = []
-        with translate_errors(f"building {name}"), _build_errors(name):
+        with translate_errors(f"building {name}"), _build_errors(name), self._hung_build(name, tail):
             events = self.client.api.build(
                 fileobj=context,
                 custom_context=True,
@@ -195,6 +201,7 @@ class ImageBuilder:
                 forcerm=True,
                 pull=False,
                 decode=True,
+                timeout=self.idle_timeout,
             )
             error: str | None = None
             for event in events:  # read to the end, even after an error: that releases the HTTP response
@@ -205,10 +212,25 @@ class ImageBuilder:
                     continue
                 line = event.get("stream", "").strip()
                 if line:
-                    tail = (tail + [line])[-10:]
+                    tail.append(line)
+                    del tail[:-10]
                     emit(line)
             if error is not None:
                 raise ImageBuildError(error)
+
+    @contextlib.contextmanager
+    def _hung_build(self, name: str, tail: list[str]):
+        """A read timeout on the build stream means no output for ``idle_timeout``: a hung build."""
+        try:
+            yield
+        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout,
+                urllib3.exceptions.ReadTimeoutError, TimeoutError) as exc:
+            if "timed out" not in str(exc).lower():
+                raise
+            last = f" (last output: {tail[-1][:200]})" if tail else ""
+            raise ImageBuildError(
+                f"building {name}: no output for {self.idle_timeout:g}s, aborted as hung{last}"
+            ) from exc
 
     # --- generated images (families build per-repo and per-task layers this way) ---------
 
