@@ -203,7 +203,13 @@ class Runner:
             return False
 
     async def run(self) -> dict[str, Any]:
+        if self.env_factory == self._docker_env:  # a dead engine is one clear error, not N failed episodes
+            if self._provider is None:
+                self._provider = DockerProvider(run_label="run-pending")
+            await anyio.to_thread.run_sync(self._provider.client)
         manifest = await anyio.to_thread.run_sync(self._prepare)
+        if self._provider is not None and self._provider.run_label == "run-pending":
+            self._provider.run_label = f"run-{self.run_id}"
         todo = []
         for agent, task, epoch in self.episodes():
             eid = episode_id(agent, task.instance_id, epoch)

@@ -134,3 +134,11 @@ def test_tasks_bad_file_is_one_line_and_skip_invalid_goes_on(tmp_path):
     assert out.returncode == 0
     assert [r["instance_id"] for r in json.loads(out.stdout)] == ["verso-1"]
     assert "broken-1" in out.stderr
+
+
+def test_run_with_a_dead_engine_is_one_line_and_writes_nothing(tmp_path):
+    out = sandgym("run", "--tasks", "swe", "--agent", "oracle", "--out", str(tmp_path / "run"),
+                  env={"DOCKER_HOST": f"unix://{tmp_path}/dead.sock"})
+    assert out.returncode == 1
+    assert "Traceback" not in out.stderr and "Docker engine unreachable" in out.stderr
+    assert not (tmp_path / "run" / "trajectories").exists()
