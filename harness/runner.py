@@ -36,7 +36,7 @@ from ..agents import Agent, AgentError, EpisodeStart, make_agent
 from ..envs.core import AsyncEnv, EnvConfig
 from ..envs.errors import InfrastructureError, SandgymError
 from ..envs.images import ImageBuilder
-from ..envs.sandbox import DockerProvider
+from ..envs.sandbox import DockerProvider, connect
 from ..envs.tasks import TaskBase
 from .trajectory import FINISHED, RecordWriter, StepRecord, Trajectory, episode_id, write_atomic
 
@@ -196,6 +196,13 @@ class Runner:
         write_atomic(manifest_path, json.dumps(manifest, indent=2))
         return manifest
 
+    def _check_engine(self) -> None:
+        """Raise SandboxUnavailable now if the engine does not answer."""
+        if self._provider is not None:
+            self._provider.client()
+        else:
+            connect().close()
+
     def _finished(self, path: Path) -> bool:
         try:
             return json.loads(path.read_text()).get("status") in FINISHED
@@ -204,12 +211,8 @@ class Runner:
 
     async def run(self) -> dict[str, Any]:
         if self.env_factory == self._docker_env:  # a dead engine is one clear error, not N failed episodes
-            if self._provider is None:
-                self._provider = DockerProvider(run_label="run-pending")
-            await anyio.to_thread.run_sync(self._provider.client)
+            await anyio.to_thread.run_sync(self._check_engine)
         manifest = await anyio.to_thread.run_sync(self._prepare)
-        if self._provider is not None and self._provider.run_label == "run-pending":
-            self._provider.run_label = f"run-{self.run_id}"
         todo = []
         for agent, task, epoch in self.episodes():
             eid = episode_id(agent, task.instance_id, epoch)
