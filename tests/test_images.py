@@ -429,3 +429,17 @@ def test_host_ca_bundle_is_part_of_dockerfile_tags(client, no_ca_env, tmp_path):
 
     bundle.write_text(FAKE_PEM + FAKE_PEM)
     assert ImageBuilder(client).tag("sandbox") != trusting.tag("sandbox"), "the bundle's content counts"
+
+
+def test_a_silent_bootstrap_command_is_killed_with_its_children():
+    """The debootstrap runner kills a command (and the children holding its output) that goes quiet."""
+    from sandgym.envs.images.bootstrap import _run_streaming
+
+    lines: list[str] = []
+    start = time.monotonic()
+    with pytest.raises(ImageBuildError, match="no output for 2s, killed as hung: begin"):
+        _run_streaming(["sh", "-c", "echo begin; sleep 60; echo never"], lines.append, "probe", idle_timeout=2)
+    assert time.monotonic() - start < 10
+    assert lines == ["begin"]
+    _run_streaming(["sh", "-c", "echo fine"], lines.append, "probe", idle_timeout=2)
+    assert lines[-1] == "fine"

@@ -11,9 +11,12 @@ import io
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import tarfile
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -100,17 +103,35 @@ def debootstrap_import(
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _run_streaming(cmd: list[str], emit: Emit, what: str) -> None:
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def _run_streaming(cmd: list[str], emit: Emit, what: str, idle_timeout: float | None = None) -> None:
+    """Run ``cmd``, emitting its lines; kill it if it prints nothing for ``idle_timeout`` seconds."""
+    idle_timeout = idle_timeout or float(os.environ.get("SANDGYM_BUILD_IDLE_TIMEOUT", 1800))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     tail: list[str] = []
+    last_output = [time.monotonic()]
+    hung = threading.Event()
+
+    def watchdog() -> None:
+        while proc.poll() is None:
+            if time.monotonic() - last_output[0] > idle_timeout:
+                hung.set()
+                os.killpg(proc.pid, signal.SIGKILL)  # the whole tree: its children hold the pipe
+                return
+            time.sleep(1)
+
+    threading.Thread(target=watchdog, daemon=True).start()
     assert proc.stdout is not None
     for line in proc.stdout:
+        last_output[0] = time.monotonic()
         line = line.rstrip()
         if line:
             emit(line)
             tail = (tail + [line])[-5:]
-    if proc.wait() != 0:
-        raise ImageBuildError(f"{what} failed (exit {proc.returncode}): {' | '.join(tail)}")
+    code = proc.wait()
+    if hung.is_set():
+        raise ImageBuildError(f"{what}: no output for {idle_timeout:g}s, killed as hung: {' | '.join(tail)}")
+    if code != 0:
+        raise ImageBuildError(f"{what} failed (exit {code}): {' | '.join(tail)}")
 
 
 def _tidy(root: Path) -> None:
