@@ -121,12 +121,13 @@ def _run_streaming(cmd: list[str], emit: Emit, what: str, idle_timeout: float | 
 
     threading.Thread(target=watchdog, daemon=True).start()
     assert proc.stdout is not None
-    for line in proc.stdout:
-        last_output[0] = time.monotonic()
-        line = line.rstrip()
-        if line:
-            emit(line)
-            tail = (tail + [line])[-5:]
+    with proc.stdout:
+        for line in proc.stdout:
+            last_output[0] = time.monotonic()
+            line = line.rstrip()
+            if line:
+                emit(line)
+                tail = (tail + [line])[-5:]
     code = proc.wait()
     if hung.is_set():
         raise ImageBuildError(f"{what}: no output for {idle_timeout:g}s, killed as hung: {' | '.join(tail)}")
