@@ -133,6 +133,12 @@ def _spawn_owner(image: str, mode: str, lifetime: float) -> tuple[subprocess.Pop
     return proc, name
 
 
+def _sigkill(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+
+
 def _wait_gone(client, name: str, within: float) -> float:
     start = time.monotonic()
     while time.monotonic() - start < within:
@@ -146,9 +152,7 @@ def _wait_gone(client, name: str, within: float) -> float:
 def test_sigkilled_owner_runner_sandbox_goes_at_once(client, sandbox_image):
     proc, name = _spawn_owner(sandbox_image, "runner", lifetime=3600)
     assert _by_name(client, name)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    proc.stdout.close()
+    _sigkill(proc)
     # the runner sees stdin close and ends the container, long before its lifetime
     _wait_gone(client, name, within=15)
 
@@ -156,9 +160,7 @@ def test_sigkilled_owner_runner_sandbox_goes_at_once(client, sandbox_image):
 @pytest.mark.slow
 def test_sigkilled_owner_sandbox_goes_after_its_lifetime(client, sandbox_image):
     proc, name = _spawn_owner(sandbox_image, "docker-exec", lifetime=6)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    proc.stdout.close()
+    _sigkill(proc)
     time.sleep(2)
     assert _by_name(client, name), "the plain-sleep sandbox should outlive its owner until the lifetime"
     _wait_gone(client, name, within=20)
@@ -167,9 +169,7 @@ def test_sigkilled_owner_sandbox_goes_after_its_lifetime(client, sandbox_image):
 @pytest.mark.slow
 def test_cleanup_command_removes_orphans_at_once(client, sandbox_image):
     proc, name = _spawn_owner(sandbox_image, "docker-exec", lifetime=3600)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    proc.stdout.close()
+    _sigkill(proc)
     assert _by_name(client, name)
     sandgym = os.path.join(os.path.dirname(sys.executable), "sandgym")
     out = subprocess.run([sandgym, "cleanup", "--run", "pytest-orphan"], capture_output=True, text=True, timeout=120)
@@ -194,9 +194,7 @@ async def test_a_sandbox_killed_from_outside_raises_sandbox_died(provider, sandb
 def test_a_new_provider_sweeps_orphans_of_dead_processes(client, sandbox_image):
     """Even a container that was created but never started (SIGKILL between the two) is removed."""
     proc, name = _spawn_owner(sandbox_image, "docker-exec", lifetime=3600)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    proc.stdout.close()
+    _sigkill(proc)
     never_started = client.api.create_container(
         sandbox_image, ["true"], labels={LABEL: "pytest-orphan", "sandgym.owner": f"{os.uname().nodename}:{proc.pid}"}
     )

@@ -58,10 +58,14 @@ EXPECTED_PYTEST = {
 }
 
 
+def _python_suite(root, name: str, source: str) -> None:
+    (root / "tests").mkdir()
+    (root / "tests" / "__init__.py").write_text("")
+    (root / "tests" / name).write_text(source)
+
+
 def test_pytest_report_and_log(tmp_path):
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "__init__.py").write_text("")
-    (tmp_path / "tests" / "test_demo.py").write_text(PYTEST_SUITE)
+    _python_suite(tmp_path, "test_demo.py", PYTEST_SUITE)
     parser = get_parser("pytest")
     report = tmp_path / "report.xml"
     cmd = parser.command(f"{sys.executable} -m pytest -rA -p no:cacheprovider", str(report))
@@ -109,9 +113,7 @@ UNITTEST_SUITE = textwrap.dedent(
 
 
 def test_unittest_report(tmp_path):
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "__init__.py").write_text("")
-    (tmp_path / "tests" / "test_m.py").write_text(UNITTEST_SUITE)
+    _python_suite(tmp_path, "test_m.py", UNITTEST_SUITE)
     parser = get_parser("unittest")
     report = tmp_path / "report.txt"
     cmd = parser.command(f"{sys.executable} -m unittest -v", str(report))
