@@ -45,7 +45,16 @@ class EpisodeStart(BaseModel):
 
 
 class AgentError(Exception):
-    """The agent cannot go on (e.g. its endpoint refused for good). Ends the episode; not retried."""
+    """The agent cannot go on (e.g. its endpoint refused for good). Ends the episode; not retried.
+
+    ``usage`` and ``events`` carry what the failed step still cost (requests, retries), so the
+    harness can account for it.
+    """
+
+    def __init__(self, message: str, *, usage: Usage | None = None, events: list[dict] | None = None) -> None:
+        super().__init__(message)
+        self.usage = usage or Usage()
+        self.events = events or []
 
 
 @runtime_checkable

@@ -143,6 +143,9 @@ class LLMAgent:
         started = time.monotonic()
         try:
             data = await self._complete(body, usage, events)
+        except AgentError as exc:  # hand the failed step's cost to the harness
+            exc.usage, exc.events = usage, events
+            raise
         finally:
             usage.latency_s = time.monotonic() - started
         counts = data.get("usage") or {}

@@ -348,7 +348,11 @@ class Runner:
                     traj.status = "completed"
                     return
             except AgentError as exc:
-                await self._end_early(env, traj, "agent_error", f"AgentError: {exc}")
+                traj.tokens_in += exc.usage.tokens_in
+                traj.tokens_out += exc.usage.tokens_out
+                traj.cost_usd += exc.usage.cost_usd
+                retries = f" after {exc.usage.requests} request(s)" if exc.usage.requests else ""
+                await self._end_early(env, traj, "agent_error", f"AgentError{retries}: {exc}")
                 return
             except InfrastructureError:
                 raise

@@ -87,3 +87,21 @@ def test_a_stalled_endpoint_cannot_outlive_the_episode_time_limit(tmp_path, monk
     [traj] = load_trajectories(run)
     assert traj.status == "completed" and traj.termination == "max_time"
     assert traj.wall_s < 20 and not traj.resolved and traj.grade is not None
+
+
+def test_an_endpoint_that_gives_up_is_an_agent_error_graded_and_not_retried(tmp_path, monkeypatch, provider):
+    path, mirror, _ = make_dataset(tmp_path / "data")
+    monkeypatch.setenv("SANDGYM_REPO_MIRROR", str(mirror))
+    tasks = load_tasks(path)
+    run = tmp_path / "run"
+    script = [tool_reply("edit", FIX), error(500), error(500), error(500)]
+    with ScriptedServer(script) as server:
+        config = RunConfig(tasks=str(path), agents=["llm"], infra_retries=2, agent_options={"llm": {
+            "base_url": server.base_url, "max_retries": 2, "backoff_base": 0.01, "backoff_max": 0.02}})
+        anyio.run(Runner(config, tasks, run, provider=provider).run)
+        assert len(server.requests) == 4  # never retried as an episode: one run of the script
+    [traj] = load_trajectories(run)
+    assert traj.status == "error" and traj.termination == "agent_error"
+    assert "after 3 request(s)" in traj.error and "gave up after 2 retries" in traj.error
+    assert traj.infra_attempts == []
+    assert traj.resolved  # the fix made before the endpoint died is still graded
