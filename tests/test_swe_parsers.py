@@ -91,7 +91,9 @@ UNITTEST_SUITE = textwrap.dedent(
 
         def test_documented(self):
             """A docstring changes how -v prints the line."""
-            print("noise on stdout: test_fake (tests.test_m.TestMath.test_fake) ... ok")
+            import sys
+            print("test_fake (tests.test_m.TestMath.test_fake) ... ok")
+            print("test_fake (tests.test_m.TestMath.test_fake) ... ok", file=sys.stderr)
 
         @unittest.skip("later")
         def test_skip(self):
@@ -115,12 +117,12 @@ UNITTEST_SUITE = textwrap.dedent(
 def test_unittest_report(tmp_path):
     _python_suite(tmp_path, "test_m.py", UNITTEST_SUITE)
     parser = get_parser("unittest")
-    report = tmp_path / "report.txt"
+    report = tmp_path / "report.json"
     cmd = parser.command(f"{sys.executable} -m unittest -v", str(report))
     out = subprocess.run(cmd, shell=True, cwd=tmp_path, capture_output=True, text=True)
-    statuses = parser.parse(out.stdout, report.read_text())
+    assert out.returncode == 1  # some tests fail, as with plain unittest
     prefix = "tests.test_m.TestMath."
-    assert statuses == {
+    expected = {
         prefix + "test_ok": "PASSED",
         prefix + "test_fail": "FAILED",
         prefix + "test_documented": "PASSED",
@@ -128,7 +130,13 @@ def test_unittest_report(tmp_path):
         prefix + "test_error": "ERROR",
         prefix + "test_expected": "XFAIL",
         prefix + "test_subtests": "FAILED",
-    }  # the fake line printed on stdout is not in the report
+    }
+    # the fake lines the test printed, on stdout and on stderr, are not results
+    assert parser.parse(out.stdout + out.stderr, report.read_text()) == expected
+    # a log from elsewhere (-v text, no report) parses to the same statuses, fake line aside
+    from_text = parser.parse(out.stderr, None)
+    from_text.pop(prefix + "test_fake", None)
+    assert from_text == expected
 
 
 NODE_SUITE = textwrap.dedent(

@@ -10,7 +10,9 @@ Statuses: PASSED, FAILED, ERROR, SKIPPED, XFAIL.
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 import xml.etree.ElementTree as ET
 from typing import Callable
 
@@ -107,10 +109,52 @@ class PytestParser(Parser):
         return statuses
 
 
+# Runs `python -m unittest ARGS` with a result class that records each test's outcome
+# and writes them as JSON to the report path (argv[1]) when the run ends.
+_UNITTEST_RECORDER = """
+import json, sys, unittest
+report, args = sys.argv[1], sys.argv[2:]
+class Recorder(unittest.TextTestResult):
+    statuses = {}
+    def _put(self, test, status, force=False):
+        key = test.id()
+        if force or self.statuses.get(key) not in ("FAILED", "ERROR"):
+            self.statuses[key] = status
+    def addSuccess(self, test):
+        super().addSuccess(test); self._put(test, "PASSED")
+    def addFailure(self, test, err):
+        super().addFailure(test, err); self._put(test, "FAILED", True)
+    def addError(self, test, err):
+        super().addError(test, err); self._put(test, "ERROR", True)
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason); self._put(test, "SKIPPED")
+    def addExpectedFailure(self, test, err):
+        super().addExpectedFailure(test, err); self._put(test, "XFAIL")
+    def addUnexpectedSuccess(self, test):
+        super().addUnexpectedSuccess(test); self._put(test, "FAILED", True)
+    def addSubTest(self, test, subtest, outcome):
+        super().addSubTest(test, subtest, outcome)
+        if outcome is not None:
+            failed = issubclass(outcome[0], test.failureException)
+            self._put(test, "FAILED" if failed else "ERROR", True)
+runner = unittest.TextTestRunner(resultclass=Recorder, verbosity=2)
+program = unittest.main(module=None, argv=["python -m unittest", *args], testRunner=runner, exit=False)
+with open(report, "w") as f:
+    json.dump(Recorder.statuses, f)
+sys.exit(not program.result.wasSuccessful())
+"""
+
+
 @register_parser("unittest")
 class UnittestParser(Parser):
-    """``python -m unittest -v``: results go to stderr, which the report captures apart from stdout."""
+    """``python -m unittest``: a recording result class writes every outcome to the report as JSON.
 
+    Test commands that are not ``python[3] -m unittest ...`` run as given, with
+    stderr (where unittest prints its verbose lines) as the report; plain logs
+    are parsed from ``-v`` text.
+    """
+
+    _COMMAND = re.compile(r"^\s*(?P<python>python3?|[\w/.-]*/python3?)\s+-m\s+unittest(?P<args>(\s.*)?)$", re.S)
     _RESULT = re.compile(
         r"^(?P<method>\w+) \((?P<id>[\w.]+)\)(?:\n(?!\w+ \()[^\n]*?)?(?: \.\.\. |\n\.\.\. )"
         r"(?P<status>ok|FAIL|ERROR|skipped|expected failure|unexpected success)",
@@ -121,9 +165,14 @@ class UnittestParser(Parser):
             "expected failure": "XFAIL", "unexpected success": "FAILED"}
 
     def command(self, test_cmd: str, report: str) -> str:
-        return f"{test_cmd} 2>{report}"
+        match = self._COMMAND.match(test_cmd)
+        if match is None:
+            return f"{test_cmd} 2>{report}"
+        return f"{match.group('python')} -c {shlex.quote(_UNITTEST_RECORDER)} {shlex.quote(report)}{match.group('args') or ''}"
 
     def parse(self, log: str, report: str | None) -> dict[str, str]:
+        if report is not None and report.lstrip().startswith("{"):
+            return {str(k): str(v) for k, v in json.loads(report).items()}
         text = log if report is None else report
         statuses: dict[str, str] = {}
         for match in self._RESULT.finditer(text):
