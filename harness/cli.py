@@ -281,9 +281,9 @@ def run(
         agent_options={"llm": llm_options} if llm_options else {},
     )
     out = out or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
-    for spec in agent:  # an unknown agent name fails before any work
-        from ..agents.base import AGENTS
+    from ..agents.base import AGENTS
 
+    for spec in agent:  # an unknown agent name fails before any work
         if spec.split(":")[0] not in AGENTS:
             raise typer.BadParameter(f"unknown agent {spec!r} (known: {', '.join(AGENTS)})")
     progress = Progress(

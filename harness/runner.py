@@ -102,17 +102,11 @@ def _secrets() -> list[str]:
     return [v for k, v in os.environ.items() if k.endswith(("_KEY", "_TOKEN", "_SECRET")) and len(v) >= 8]
 
 
-def _scrub(value: Any, secrets: list[str]) -> Any:
-    """Replace any secret string found in ``value`` (recursively) by ***."""
-    if isinstance(value, str):
-        for secret in secrets:
-            value = value.replace(secret, "***")
-        return value
-    if isinstance(value, dict):
-        return {k: _scrub(v, secrets) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scrub(v, secrets) for v in value]
-    return value
+def _scrub(text: str, secrets: list[str]) -> str:
+    """``text`` (a serialized record) with every secret replaced by ***."""
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
 
 
 class Runner:
@@ -192,7 +186,7 @@ class Runner:
                 },
             }
         )
-        manifest = _scrub(manifest, self._secrets)
+        manifest = json.loads(_scrub(json.dumps(manifest), self._secrets))
         write_atomic(manifest_path, json.dumps(manifest, indent=2))
         return manifest
 
@@ -256,7 +250,7 @@ class Runner:
                 except Exception:  # the engine went away: the run's records still stand
                     continue
             manifest["images"] = digests
-            write_atomic(self.out / "manifest.json", json.dumps(_scrub(manifest, self._secrets), indent=2))
+            write_atomic(self.out / "manifest.json", _scrub(json.dumps(manifest, indent=2), self._secrets))
         os.sync()  # records were renamed into place without fsync; make them durable once, here
         trajectories = load_trajectories(self.out)
         results = compute_results(trajectories)
@@ -299,10 +293,8 @@ class Runner:
         return traj, path
 
     async def _save(self, traj: Trajectory, path: Path) -> None:
-        data = traj.model_dump_json()
-        for secret in self._secrets:  # e.g. an API key echoed into an observation
-            data = data.replace(secret, "***")
-        self._writer.put(path, data)
+        # e.g. an API key echoed into an observation
+        self._writer.put(path, _scrub(traj.model_dump_json(), self._secrets))
 
     async def _play(self, agent_spec: str, task: TaskBase, traj: Trajectory, path: Path) -> None:
         """One attempt at an episode. Raises InfrastructureError for a retry; fills ``traj`` otherwise."""
